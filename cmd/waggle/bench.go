@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/waggle-archive/waggle/internal/bench"
+)
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: waggle bench crawl [flags]")
+		return errUsage
+	}
+	switch args[0] {
+	case "crawl":
+		return benchCrawl(ctx, args[1:], stdout, stderr)
+	case "fetchloop":
+		return benchFetchLoop(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "waggle bench: unknown benchmark %q\n", args[0])
+	return errUsage
+}
+
+func benchCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench crawl", "[flags]", stderr)
+	var opts bench.Options
+	websimFlags(fs, &opts.Web)
+	fs.IntVar(&opts.Workers, "workers", 64, "concurrency of waggle and of the plain loop")
+	fs.BoolVar(&opts.Wget, "wget", true, "also compare CPU per archived object with wget --warc-file")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	opts.Bin = bin
+	if opts.Dir, err = os.MkdirTemp("", "waggle-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(opts.Dir)
+	_, err = bench.Crawl(ctx, opts, stdout)
+	return err
+}
+
+// benchFetchLoop is the plain-loop contender of `bench crawl`, run as its
+// own process so that its CPU time is measured alone.
+func benchFetchLoop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench fetchloop", "--proxy URL --urls FILE [flags]", stderr)
+	proxy := fs.String("proxy", "", "HTTP proxy")
+	list := fs.String("urls", "", "file with one URL per line")
+	workers := fs.Int("workers", 64, "concurrency")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(*list)
+	if err != nil {
+		return err
+	}
+	urls := strings.Fields(string(b))
+	n, bytes, err := bench.FetchLoop(ctx, *proxy, *workers, urls)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(map[string]int64{"requests": n, "bytes": bytes})
+}

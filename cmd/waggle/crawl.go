@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/waggle-archive/waggle/internal/crawl"
+)
+
+// crawlFlags registers the crawl flags on fs; the node command shares them.
+func crawlFlags(fs *flag.FlagSet, cfg *crawl.Config) (scope *string, delay *string) {
+	fs.StringVar(&cfg.Data, "data", "./waggle-data", "data directory (WARC segments, index, frontier)")
+	scope = fs.String("scope", "host", "which links to follow: host (the seeds' hosts), domain (their registrable domains), prefix (URLs under a seed's directory), any")
+	fs.IntVar(&cfg.MaxPages, "max-pages", 0, "stop after this many captures in the data directory (0: no limit)")
+	fs.IntVar(&cfg.MaxDepth, "max-depth", 0, "follow links at most this many hops from a seed (0: no limit)")
+	fs.IntVar(&cfg.MaxPagesPerHost, "max-host-pages", 100000, "trap limit: URLs queued per host (-1: no limit)")
+	fs.IntVar(&cfg.PerHostConnections, "per-host-connections", 1, "requests in flight to one host")
+	delay = fs.String("delay", "1s", "pause between requests to one host (0 allowed)")
+	fs.IntVar(&cfg.Workers, "workers", 64, "concurrent fetches over all hosts")
+	fs.StringVar(&cfg.Proxy, "proxy", "", "HTTP forward proxy URL for all fetches")
+	fs.StringVar(&cfg.UserAgent, "user-agent", crawl.DefaultUserAgent, "User-Agent header")
+	fs.BoolVar(&cfg.AllowPrivate, "allow-private", false, "permit loopback and private-network targets (refused by default)")
+	fs.BoolVar(&cfg.IgnoreRobots, "ignore-robots", false, "do not fetch or obey robots.txt")
+	fs.BoolVar(&cfg.NoRequisites, "no-page-requisites", false, "do not fetch off-scope images, CSS, scripts and fonts of in-scope pages")
+	fs.Int64Var(&cfg.MaxBodySize, "max-body-size", 50<<20, "archive at most this many body bytes per response (the rest is cut and marked WARC-Truncated)")
+	fs.Int64Var(&cfg.SegmentSize, "segment-size", 1<<30, "start a new WARC file past this size")
+	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "whole-request timeout")
+	return scope, delay
+}
+
+// finishCrawlFlags turns the string flags into config values.
+func finishCrawlFlags(cfg *crawl.Config, scope, delay string) error {
+	var err error
+	if cfg.Scope, err = crawl.ParseScope(scope); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	d, err := time.ParseDuration(delay)
+	if delay == "0" {
+		d, err = 0, nil
+	}
+	if err != nil || d < 0 {
+		return fmt.Errorf("%w: bad --delay %q", errUsage, delay)
+	}
+	cfg.Delay, cfg.NoDelay = d, d == 0
+	return nil
+}
+
+func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("crawl", "[flags] SEED...", stderr)
+	var cfg crawl.Config
+	scope, delay := crawlFlags(fs, &cfg)
+	jsonOut := fs.Bool("json", false, "print a JSON summary on stdout at the end")
+	verbose := fs.Bool("v", false, "log every fetch problem (to stderr)")
+	seeds, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := finishCrawlFlags(&cfg, *scope, *delay); err != nil {
+		return err
+	}
+	cfg.Seeds = seeds
+	level := slog.LevelError
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	return crawlAndReport(ctx, cfg, stdout, stderr, *jsonOut)
+}
+
+// crawlAndReport runs a crawl with a live progress line on a terminal and a
+// one-line summary at the end.
+func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Writer, jsonOut bool) error {
+	c, err := crawl.Open(cfg)
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					fmt.Fprintf(stderr, "\r\033[K%s", progressLine(c.Stats()))
+				}
+			}
+		}()
+	}
+	s, runErr := c.Run(ctx)
+	close(done)
+	closeErr := c.Close()
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	fmt.Fprintf(stderr, "%s — archive in %s\n", progressLine(s), cfg.Data)
+	if jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(summaryJSON(s, cfg.Data)); err != nil {
+			return err
+		}
+	}
+	if runErr != nil {
+		return runErr
+	}
+	return closeErr
+}
+
+func progressLine(s crawl.Stats) string {
+	return fmt.Sprintf("pages %d (+%d new)  %s  %.1f pages/s  queue %d  hosts %d  errors %d  robots-blocked %d  %s",
+		s.Captures, s.New, humanBytes(s.Bytes), s.PerSec, s.Queued, s.Hosts, s.Errors, s.Robots, s.Elapsed.Round(time.Second))
+}
+
+func summaryJSON(s crawl.Stats, data string) map[string]any {
+	return map[string]any{
+		"data":             data,
+		"captures":         s.Captures,
+		"new":              s.New,
+		"bytes":            s.Bytes,
+		"errors":           s.Errors,
+		"robots_blocked":   s.Robots,
+		"queued":           s.Queued,
+		"hosts":            s.Hosts,
+		"elapsed_seconds":  s.Elapsed.Seconds(),
+		"pages_per_second": s.PerSec,
+	}
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

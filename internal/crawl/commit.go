@@ -1,0 +1,250 @@
+package crawl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/extract"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// maxGroup bounds how many results share one WARC fsync and one pebble
+// commit: enough to amortize the two fsyncs, small enough that a result is
+// not kept waiting long.
+const maxGroup = 256
+
+// commitLoop makes results durable in groups until the results channel is
+// closed. See the package comment for the order of writes.
+func (c *Crawler) commitLoop() error {
+	// The WARC writer is opened at the first capture, so a run that archives
+	// nothing leaves no empty segment behind.
+	var w *warc.Writer
+	defer func() {
+		if w != nil {
+			w.Close()
+		}
+	}()
+	open := func() (*warc.Writer, error) {
+		if w == nil {
+			var err error
+			w, err = warc.NewWriter(c.warcDir, warc.WriterOptions{
+				Prefix:         "waggle",
+				MaxSegmentSize: c.cfg.SegmentSize,
+				Info:           c.warcInfo(),
+			})
+			if err != nil {
+				return nil, fmt.Errorf("crawl: %w", err)
+			}
+		}
+		return w, nil
+	}
+	group := make([]result, 0, maxGroup)
+	for r := range c.results {
+		group = append(group[:0], r)
+	more:
+		for len(group) < maxGroup {
+			select {
+			case r, ok := <-c.results:
+				if !ok {
+					break more
+				}
+				group = append(group, r)
+			default:
+				break more
+			}
+		}
+		if err := c.commit(open, group); err != nil {
+			// Drain so workers blocked on sending can see the stop.
+			go func() {
+				for range c.results {
+				}
+			}()
+			return err
+		}
+	}
+	return nil
+}
+
+// commit archives one group of results.
+func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result) error {
+	var w *warc.Writer
+	b := c.db.NewIndexedBatch()
+	defer b.Close()
+	ends := map[string]int64{}
+	var captures, bytes int64
+	for i := range group {
+		r := &group[i]
+		if r.resp != nil {
+			if w == nil {
+				var err error
+				if w, err = openWriter(); err != nil {
+					return err
+				}
+			}
+			locs, err := c.archive(w, b, r)
+			if err != nil {
+				return err
+			}
+			for _, l := range locs {
+				ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
+			}
+			if r.hasLease {
+				captures++
+			}
+			bytes += int64(len(r.resp.Raw))
+		}
+		if !r.hasLease || r.outcome == "cancelled" {
+			// Robots captures have no queue entry; a cancelled fetch stays
+			// queued for the next run.
+			continue
+		}
+		if err := c.front.Done(b, r.lease); err != nil {
+			return fmt.Errorf("crawl: frontier: %w", err)
+		}
+		if len(r.queue) > 0 {
+			if _, err := c.front.Add(b, r.queue); err != nil {
+				return fmt.Errorf("crawl: frontier: %w", err)
+			}
+		}
+	}
+	if w != nil {
+		if err := w.Sync(); err != nil {
+			return fmt.Errorf("crawl: warc sync: %w", err)
+		}
+	}
+	st := c.stats.state()
+	st.Captures += captures
+	st.Bytes += bytes
+	if err := saveState(b, st, ends); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("crawl: commit: %w", err)
+	}
+	c.stats.captures.Add(captures)
+	c.stats.bytes.Add(bytes)
+	c.committed(len(group))
+	if c.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		for _, r := range group {
+			if r.resp != nil {
+				c.cfg.Logger.Debug("archived", "url", r.resp.URL, "status", r.resp.StatusCode)
+			}
+		}
+	}
+	return nil
+}
+
+// archive writes a result's WARC records (request, response or revisit,
+// metadata) and stages its index entries in b.
+func (c *Crawler) archive(w *warc.Writer, b *pebble.Batch, r *result) ([]warc.Location, error) {
+	resp := r.resp
+	key, err := urlkey.SURT(resp.URL)
+	if err != nil {
+		return nil, fmt.Errorf("crawl: surt %s: %w", resp.URL, err)
+	}
+	rec, err := warc.NewResponse(resp.URL, resp.Start, resp.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %s: %w", resp.URL, err)
+	}
+	digest := rec.Header.Get("WARC-Payload-Digest")
+	capType := warc.TypeResponse
+	// A payload already in the archive is stored once: later captures of it
+	// are revisit records that point at the first (identical-payload profile).
+	if first, ok, err := index.ByDigest(b, digest); err != nil {
+		return nil, err
+	} else if ok && payloadWorthDeduplicating(resp.Raw) {
+		end := warc.HTTPHeaderEnd(resp.Raw)
+		if end < 0 {
+			end = len(resp.Raw)
+		}
+		rec = warc.NewRevisit(resp.URL, resp.Start, warc.ProfileIdenticalPayload, resp.Raw[:end], digest,
+			warc.RefersTo{ID: first.RecordID, URI: first.URL, Date: first.Time})
+		capType = warc.TypeRevisit
+	}
+	if resp.IP != "" {
+		rec.Header.Set("WARC-IP-Address", resp.IP)
+	}
+	if resp.Truncated != "" {
+		rec.Header.Set("WARC-Truncated", resp.Truncated)
+	}
+	req := warc.NewRequest(resp.URL, resp.Start, resp.RawRequest)
+	req.Header.Set("WARC-Concurrent-To", rec.ID())
+	if resp.IP != "" {
+		req.Header.Set("WARC-IP-Address", resp.IP)
+	}
+
+	var locs []warc.Location
+	loc, err := w.Write(rec)
+	if err != nil {
+		return nil, fmt.Errorf("crawl: warc: %w", err)
+	}
+	locs = append(locs, loc)
+	reqLoc, err := w.Write(req)
+	if err != nil {
+		return nil, fmt.Errorf("crawl: warc: %w", err)
+	}
+	locs = append(locs, reqLoc)
+	if len(r.outlinks) > 0 {
+		meta := warc.NewMetadata(resp.URL, resp.Start, outlinkFields(r.outlinks))
+		meta.Header.Set("WARC-Concurrent-To", rec.ID())
+		ml, err := w.Write(meta)
+		if err != nil {
+			return nil, fmt.Errorf("crawl: warc: %w", err)
+		}
+		locs = append(locs, ml)
+	}
+
+	cp := index.Capture{
+		URLKey:   key,
+		Time:     resp.Start,
+		URL:      resp.URL,
+		Type:     capType,
+		Status:   resp.StatusCode,
+		MIME:     mediaType(resp.Header, nil),
+		Digest:   digest,
+		Segment:  loc.Segment,
+		Offset:   loc.Offset,
+		Length:   loc.Length,
+		RecordID: rec.ID(),
+		Redirect: resp.Location,
+	}
+	if err := index.Put(b, cp); err != nil {
+		return nil, err
+	}
+	if capType == warc.TypeResponse {
+		if err := index.PutDigest(b, cp); err != nil {
+			return nil, err
+		}
+	}
+	return locs, nil
+}
+
+// payloadWorthDeduplicating reports whether a revisit record saves anything:
+// empty bodies (redirects, 304s) are cheaper stored whole, and tools replay
+// them more simply.
+func payloadWorthDeduplicating(raw []byte) bool {
+	end := warc.HTTPHeaderEnd(raw)
+	return end >= 0 && len(raw)-end > 0
+}
+
+// outlinkFields lists outlinks in the metadata record in Heritrix's form:
+// "outlink: <url> <hop> <path>", hop L (link), E (embed) or R (redirect).
+func outlinkFields(links []extract.Outlink) []warc.Field {
+	fs := make([]warc.Field, 0, len(links))
+	for _, l := range links {
+		hop := "L"
+		switch l.Kind {
+		case extract.Embed:
+			hop = "E"
+		case extract.Redirect:
+			hop = "R"
+		}
+		fs = append(fs, warc.Field{Name: "outlink", Value: l.URL + " " + hop + " " + l.Path})
+	}
+	return fs
+}

@@ -1,0 +1,164 @@
+package crawl
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/urlkey"
+)
+
+// DefaultUserAgent names waggle and where an operator of a crawled site can
+// find out what it is, as RFC 9309 and common courtesy expect.
+const DefaultUserAgent = "Mozilla/5.0 (compatible; waggle/0.1; +https://github.com/waggle-archive/waggle)"
+
+// robotsToken is the product token waggle looks for in robots.txt groups.
+const robotsToken = "waggle"
+
+// Config says what to crawl and how. The zero value of each field means its
+// default, listed with the field.
+type Config struct {
+	Data  string   // data directory (pebble DB in Data/db, WARC segments in Data/warc); required
+	Seeds []string // absolute http(s) URLs
+
+	Scope              Scope         // default ScopeHost
+	MaxPages           int           // stop after this many captures in Data (0: no limit)
+	MaxDepth           int           // link hops from a seed (0: no limit)
+	MaxPagesPerHost    int           // trap limit: URLs queued per host (default 100,000; <0: no limit)
+	PerHostConnections int           // requests in flight per host (default 1)
+	Delay              time.Duration // between requests to one host (default 1s; set NoDelay for 0)
+	NoDelay            bool          // Delay 0 was asked for explicitly
+	MaxCrawlDelay      time.Duration // cap on robots.txt Crawl-delay (default 30s)
+	Workers            int           // concurrent fetches over all hosts (default 64)
+	Proxy              string        // HTTP forward proxy URL
+	UserAgent          string        // default DefaultUserAgent
+	AllowPrivate       bool          // permit loopback and private-network targets
+	IgnoreRobots       bool          // do not fetch or obey robots.txt
+	NoRequisites       bool          // do not fetch off-scope page requisites
+	MaxBodySize        int64         // response body bytes archived per capture (default 50 MiB)
+	SegmentSize        int64         // WARC segment roll size (default 1 GiB)
+	Timeout            time.Duration // whole-request timeout (default 2m)
+
+	Logger *slog.Logger // default: discard
+}
+
+// Scope decides which discovered links are followed.
+type Scope string
+
+// The scopes: the seeds' hosts, the seeds' registrable domains, URLs under a
+// seed's directory, or anything reachable.
+const (
+	ScopeHost   Scope = "host"
+	ScopeDomain Scope = "domain"
+	ScopePrefix Scope = "prefix"
+	ScopeAny    Scope = "any"
+)
+
+// ParseScope validates a --scope value.
+func ParseScope(s string) (Scope, error) {
+	switch sc := Scope(s); sc {
+	case ScopeHost, ScopeDomain, ScopePrefix, ScopeAny:
+		return sc, nil
+	case "":
+		return ScopeHost, nil
+	}
+	return "", fmt.Errorf("unknown scope %q (want host, domain, prefix or any)", s)
+}
+
+func (c *Config) setDefaults() error {
+	if c.Data == "" {
+		return errors.New("crawl: no data directory")
+	}
+	if c.Scope == "" {
+		c.Scope = ScopeHost
+	}
+	if c.MaxPagesPerHost == 0 {
+		c.MaxPagesPerHost = 100_000
+	} else if c.MaxPagesPerHost < 0 {
+		c.MaxPagesPerHost = 0
+	}
+	if c.PerHostConnections <= 0 {
+		c.PerHostConnections = 1
+	}
+	if c.Delay == 0 && !c.NoDelay {
+		c.Delay = time.Second
+	}
+	if c.MaxCrawlDelay == 0 {
+		c.MaxCrawlDelay = 30 * time.Second
+	}
+	if c.Workers <= 0 {
+		c.Workers = 64
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = DefaultUserAgent
+	}
+	if c.MaxBodySize <= 0 {
+		c.MaxBodySize = 50 << 20
+	}
+	if c.SegmentSize <= 0 {
+		c.SegmentSize = 1 << 30
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 2 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// scope is a compiled Scope: the set of hosts, domains or prefixes that the
+// seeds allow.
+type scope struct {
+	kind     Scope
+	allowed  map[string]bool // hosts or domains
+	prefixes []string
+}
+
+func newScope(kind Scope, seeds []string) scope {
+	s := scope{kind: kind, allowed: map[string]bool{}}
+	for _, u := range seeds {
+		h := urlkey.Host(u)
+		switch kind {
+		case ScopeHost:
+			s.allowed[h] = true
+			// www.example.com and example.com are one site to every user.
+			s.allowed[strings.TrimPrefix(h, "www.")] = true
+			s.allowed["www."+strings.TrimPrefix(h, "www.")] = true
+		case ScopeDomain:
+			s.allowed[urlkey.Domain(hostname(h))] = true
+		case ScopePrefix:
+			s.prefixes = append(s.prefixes, u[:strings.LastIndexByte(u, '/')+1])
+		}
+	}
+	return s
+}
+
+// contains reports whether u (canonical) is inside the scope.
+func (s scope) contains(u string) bool {
+	switch s.kind {
+	case ScopeAny:
+		return true
+	case ScopeHost:
+		return s.allowed[urlkey.Host(u)]
+	case ScopeDomain:
+		return s.allowed[urlkey.Domain(hostname(urlkey.Host(u)))]
+	case ScopePrefix:
+		for _, p := range s.prefixes {
+			if strings.HasPrefix(u, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hostname strips a port from host.
+func hostname(host string) string {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+		return host[:i]
+	}
+	return host
+}

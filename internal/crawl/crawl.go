@@ -1,0 +1,298 @@
+// Package crawl runs a node's crawl pipeline: frontier → fetch → archive →
+// extract → frontier, until the frontier is empty or a limit is hit.
+//
+// Many workers lease URLs from the frontier, check robots.txt, fetch, and
+// extract links (the parallel, CPU- and network-bound part). One committer
+// takes their results in groups and makes them durable in a fixed order:
+// WARC records are written and fsynced first, then one pebble batch holds the
+// capture index entries, the removal of the fetched URLs from the frontier and
+// the addition of their outlinks, and is committed with fsync. A capture is
+// reported archived only after that commit, so a kill -9 at any moment loses
+// nothing that was reported; on the next start the WARC segments are cut back
+// to what the index knows (see recover.go) and unfinished URLs are fetched again.
+package crawl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/fetch"
+	"github.com/waggle-archive/waggle/internal/frontier"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/robots"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// Crawler is one crawl over a data directory. Open it, Run it, Close it.
+type Crawler struct {
+	cfg      Config
+	db       *pebble.DB
+	front    *frontier.Frontier
+	fetcher  *fetch.Fetcher
+	robots   *robots.Cache
+	warcDir  string
+	scope    scope
+	stats    counters
+	results  chan result
+	budget   atomic.Int64 // captures still allowed by MaxPages (MaxInt64 when unlimited)
+	pending  atomic.Int64 // leases fetched or being fetched whose results are not committed
+	commitMu sync.Mutex   // guards commitGen changes with commitCond
+	commitC  *sync.Cond
+	gen      uint64 // commits so far; lets a worker tell "empty" from "not yet committed"
+}
+
+// Open prepares a crawl: opens (or creates) the data directory, reconciles
+// the WARC segments with the index after an unclean stop, and queues the seeds.
+func Open(cfg Config) (*Crawler, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	seeds := make([]string, 0, len(cfg.Seeds))
+	for _, s := range cfg.Seeds {
+		u, err := urlkey.Canonical("", s)
+		if err != nil {
+			return nil, fmt.Errorf("crawl: seed %q: %w", s, err)
+		}
+		seeds = append(seeds, u)
+	}
+	warcDir := filepath.Join(cfg.Data, "warc")
+	if err := os.MkdirAll(warcDir, 0o755); err != nil {
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	db, err := OpenDB(cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	c := &Crawler{cfg: cfg, db: db, warcDir: warcDir, scope: newScope(cfg.Scope, seeds)}
+	c.commitC = sync.NewCond(&c.commitMu)
+	if err := c.open(seeds); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Crawler) open(seeds []string) error {
+	cfg := c.cfg
+	if err := reconcileSegments(c.db, c.warcDir, cfg.Logger); err != nil {
+		return err
+	}
+	st, err := loadState(c.db)
+	if err != nil {
+		return err
+	}
+	c.stats.restore(st)
+	c.budget.Store(1<<63 - 1)
+	if cfg.MaxPages > 0 {
+		c.budget.Store(int64(cfg.MaxPages) - st.Captures)
+	}
+
+	var proxy *url.URL
+	if cfg.Proxy != "" {
+		if proxy, err = url.Parse(cfg.Proxy); err != nil || proxy.Host == "" {
+			return fmt.Errorf("crawl: bad proxy URL %q", cfg.Proxy)
+		}
+	}
+	c.fetcher, err = fetch.New(fetch.Config{
+		UserAgent:    cfg.UserAgent,
+		Proxy:        proxy,
+		AllowPrivate: cfg.AllowPrivate,
+		TotalTimeout: cfg.Timeout,
+		MaxBodySize:  cfg.MaxBodySize,
+	})
+	if err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	c.front, err = frontier.Open(c.db, frontier.Options{
+		PerHostConnections: cfg.PerHostConnections,
+		Delay:              cfg.Delay,
+		MaxDelay:           cfg.MaxCrawlDelay,
+		MaxDepth:           cfg.MaxDepth,
+		MaxPagesPerHost:    cfg.MaxPagesPerHost,
+	})
+	if err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	if !cfg.IgnoreRobots {
+		c.robots = robots.New(c.fetchRobots, robots.Options{UserAgent: robotsToken, Store: c.db})
+	}
+	items := make([]frontier.Item, len(seeds))
+	for i, s := range seeds {
+		items[i] = frontier.Item{URL: s, Host: urlkey.Host(s)}
+	}
+	b := c.db.NewIndexedBatch()
+	defer b.Close()
+	if _, err := c.front.Add(b, items); err != nil {
+		return fmt.Errorf("crawl: queue seeds: %w", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("crawl: queue seeds: %w", err)
+	}
+	return nil
+}
+
+// OpenDB opens the pebble database of a data directory, sized for a crawl.
+func OpenDB(data string) (*pebble.DB, error) {
+	db, err := pebble.Open(filepath.Join(data, "db"), frontier.PebbleOptions())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w (is another waggle using this data directory?)", data, err)
+	}
+	return db, nil
+}
+
+// Run crawls until the frontier is empty, MaxPages is reached or ctx is
+// cancelled. Everything fetched before Run returns is durable. Cancelling ctx
+// is a clean stop: the next Open on the same data resumes.
+func (c *Crawler) Run(ctx context.Context) (Stats, error) {
+	c.stats.start = time.Now()
+	c.results = make(chan result, c.cfg.Workers)
+	fetchCtx, stopFetching := context.WithCancel(ctx)
+	defer stopFetching()
+
+	commitErr := make(chan error, 1)
+	go func() { commitErr <- c.commitLoop() }()
+
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.work(fetchCtx)
+		}()
+	}
+	// If committing fails the crawl must stop: nothing more can be made durable.
+	workersDone := make(chan struct{})
+	go func() { wg.Wait(); close(workersDone) }()
+	var err error
+	select {
+	case <-workersDone:
+	case err = <-commitErr:
+		stopFetching()
+		<-workersDone
+	}
+	close(c.results)
+	if err == nil {
+		err = <-commitErr
+	}
+	s := c.Stats()
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return s, err
+}
+
+// Stats returns the crawl's counters so far.
+func (c *Crawler) Stats() Stats {
+	s := c.stats.snapshot()
+	fs := c.front.Stats()
+	s.Queued = fs.Queued
+	s.Hosts = fs.Hosts
+	return s
+}
+
+// Close releases the data directory.
+func (c *Crawler) Close() error {
+	var errs []error
+	if c.fetcher != nil {
+		errs = append(errs, c.fetcher.Close())
+	}
+	if c.front != nil {
+		errs = append(errs, c.front.Close())
+	}
+	errs = append(errs, c.db.Close())
+	return errors.Join(errs...)
+}
+
+// work is one fetch worker's loop.
+func (c *Crawler) work(ctx context.Context) {
+	for ctx.Err() == nil {
+		if c.budget.Add(-1) < 0 {
+			c.budget.Add(1)
+			return
+		}
+		gen := c.commitGen()
+		lease, err := c.front.Next(ctx)
+		if errors.Is(err, frontier.ErrEmpty) {
+			c.budget.Add(1)
+			// The frontier is empty, but results still being committed may
+			// add links: wait for the next commit and look again.
+			if !c.waitCommit(ctx, gen) {
+				return
+			}
+			continue
+		}
+		if err != nil {
+			c.budget.Add(1)
+			return
+		}
+		c.pending.Add(1)
+		r := c.process(ctx, lease)
+		c.front.Release(lease)
+		if r.resp == nil {
+			c.budget.Add(1) // nothing archived: the slot goes back
+		}
+		c.results <- r
+	}
+}
+
+func (c *Crawler) commitGen() uint64 {
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	return c.gen
+}
+
+// waitCommit waits until a commit after gen, and reports false when there is
+// nothing left to wait for (no result pending) or ctx ends.
+func (c *Crawler) waitCommit(ctx context.Context, gen uint64) bool {
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		c.commitMu.Lock()
+		c.commitC.Broadcast()
+		c.commitMu.Unlock()
+	})
+	defer stop()
+	for c.gen == gen {
+		if c.pending.Load() == 0 || ctx.Err() != nil {
+			return false
+		}
+		c.commitC.Wait()
+	}
+	return true
+}
+
+// committed is called after each commit: pending results are durable and
+// their links are visible in the frontier.
+func (c *Crawler) committed(n int) {
+	c.commitMu.Lock()
+	c.gen++
+	c.pending.Add(-int64(n))
+	c.commitC.Broadcast()
+	c.commitMu.Unlock()
+}
+
+// warcInfo is the warcinfo record's description of this crawl.
+func (c *Crawler) warcInfo() []warc.Field {
+	robotsPolicy := "obey"
+	if c.cfg.IgnoreRobots {
+		robotsPolicy = "ignore"
+	}
+	return []warc.Field{
+		{Name: "software", Value: "waggle/0.1"},
+		{Name: "format", Value: "WARC File Format 1.1"},
+		{Name: "conformsTo", Value: "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"},
+		{Name: "http-header-user-agent", Value: c.cfg.UserAgent},
+		{Name: "robots", Value: robotsPolicy},
+		{Name: "scope", Value: string(c.cfg.Scope)},
+	}
+}

@@ -1,0 +1,302 @@
+package crawl
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+	"github.com/waggle-archive/waggle/internal/websim"
+)
+
+// startWeb serves a small synthetic web on loopback for the crawler to reach
+// through it as a proxy.
+func startWeb(t *testing.T, cfg websim.Config) (*websim.Web, *websim.Server) {
+	t.Helper()
+	web := websim.New(cfg)
+	srv, err := websim.Start("127.0.0.1:0", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return web, srv
+}
+
+func testConfig(t *testing.T, proxy string, seeds ...string) Config {
+	return Config{
+		Data:            t.TempDir(),
+		Seeds:           seeds,
+		Scope:           ScopeAny,
+		NoDelay:         true,
+		Proxy:           proxy,
+		AllowPrivate:    true,
+		MaxPagesPerHost: 300,
+		Workers:         16,
+		Timeout:         10 * time.Second,
+	}
+}
+
+func runCrawl(t *testing.T, cfg Config) Stats {
+	t.Helper()
+	c, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := c.Run(ctx)
+	if cerr := c.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("crawl: %v (stats %+v)", err, s)
+	}
+	return s
+}
+
+// archived reads the capture index of a data directory: URL → captures.
+func archived(t *testing.T, data string) map[string][]index.Capture {
+	t.Helper()
+	db, err := OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got := map[string][]index.Capture{}
+	err = index.New(db).Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
+		got[c.URL] = append(got[c.URL], c)
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// verifyWARCs checks that every segment reads cleanly end to end and that
+// every index entry points at a record of the right URL and type whose
+// digest verifies.
+func verifyWARCs(t *testing.T, data string, caps map[string][]index.Capture) (records map[string]int) {
+	t.Helper()
+	dir := filepath.Join(data, "warc")
+	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if len(files) == 0 {
+		t.Fatal("no WARC segments")
+	}
+	records = map[string]int{}
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := warc.NewReader(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			rec, _, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			records[rec.Type()]++
+		}
+		fh.Close()
+	}
+	for u, cs := range caps {
+		for _, c := range cs {
+			rec, err := warc.ReadAt(dir, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+			if err != nil {
+				t.Fatalf("index entry for %s: %v", u, err)
+			}
+			if rec.TargetURI() != u || rec.Type() != c.Type {
+				t.Fatalf("index entry for %s points at %s record of %s", u, rec.Type(), rec.TargetURI())
+			}
+		}
+	}
+	return records
+}
+
+func TestCrawlWebsimCompletely(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+	cfg := testConfig(t, srv.URL(), web.Seeds()...)
+	s := runCrawl(t, cfg)
+	caps := archived(t, cfg.Data)
+
+	// Coverage: every ordinary page of the web is archived, exactly once.
+	for _, p := range web.Pages() {
+		cs := caps[p]
+		if len(cs) != 1 {
+			t.Errorf("page %s archived %d times, want 1", p, len(cs))
+			continue
+		}
+		if cs[0].Status != 200 || cs[0].MIME != "text/html" {
+			t.Errorf("page %s: status %d mime %q", p, cs[0].Status, cs[0].MIME)
+		}
+	}
+	// Politeness: nothing robots.txt disallows was fetched, and robots.txt was.
+	robotsSeen := 0
+	for u, cs := range caps {
+		if strings.Contains(u, "/private/") {
+			t.Errorf("robots.txt-disallowed URL %s was fetched", u)
+		}
+		if strings.HasSuffix(u, "/robots.txt") {
+			robotsSeen++
+		}
+		if len(cs) > 1 && !strings.HasSuffix(u, "/robots.txt") {
+			t.Errorf("%s captured %d times", u, len(cs))
+		}
+	}
+	if robotsSeen == 0 {
+		t.Error("no robots.txt was archived")
+	}
+	if s.Robots == 0 {
+		t.Error("no URL was blocked by robots.txt, but websim disallows /private/ on some hosts")
+	}
+	if s.New != s.Captures || s.New < int64(len(web.Pages())) {
+		t.Errorf("stats: %+v, want at least %d new captures", s, len(web.Pages()))
+	}
+	recs := verifyWARCs(t, cfg.Data, caps)
+	if recs[warc.TypeRequest] == 0 || recs[warc.TypeMetadata] == 0 || recs[warc.TypeWarcinfo] == 0 {
+		t.Errorf("record types written: %v", recs)
+	}
+	if recs[warc.TypeResponse]+recs[warc.TypeRevisit] != recs[warc.TypeRequest] {
+		t.Errorf("records: %v: every response or revisit needs its request", recs)
+	}
+
+	// Running again on the same data finds nothing new to fetch.
+	before := web.Requests()
+	s2 := runCrawl(t, cfg)
+	if s2.New != 0 {
+		t.Errorf("second run made %d new captures, want 0", s2.New)
+	}
+	if d := web.Requests() - before; d != 0 {
+		t.Errorf("second run sent %d requests, want 0", d)
+	}
+}
+
+func TestScopeAndRequisites(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 3, Hosts: 30, Pages: 300})
+	seed := web.Seeds()[0]
+	host := urlkey.Host(seed)
+	cfg := testConfig(t, srv.URL(), seed)
+	cfg.Scope = ScopeHost
+	runCrawl(t, cfg)
+	caps := archived(t, cfg.Data)
+	offScopeHTML, offScopeEmbeds := 0, 0
+	for u, cs := range caps {
+		if urlkey.Host(u) == host || strings.HasSuffix(u, "/robots.txt") {
+			continue
+		}
+		if cs[0].MIME == "text/html" && cs[0].Status == 200 {
+			offScopeHTML++
+			t.Errorf("off-scope page %s was crawled with --scope host", u)
+		} else {
+			offScopeEmbeds++
+		}
+	}
+	if offScopeEmbeds == 0 {
+		t.Error("no off-scope page requisites were fetched; websim serves images and CSS from sibling hosts")
+	}
+	for _, p := range web.Pages() {
+		if urlkey.Host(p) == host && len(caps[p]) == 0 {
+			t.Errorf("in-scope page %s not archived", p)
+		}
+	}
+
+	// With requisites off, nothing off the seed's host is fetched at all.
+	cfg2 := testConfig(t, srv.URL(), seed)
+	cfg2.Scope, cfg2.NoRequisites = ScopeHost, true
+	runCrawl(t, cfg2)
+	for u := range archived(t, cfg2.Data) {
+		if h := urlkey.Host(u); h != host && h != "www."+host && "www."+h != host {
+			t.Errorf("--no-page-requisites fetched %s", u)
+		}
+	}
+}
+
+func TestMaxPagesAndResume(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 11, Hosts: 8, Pages: 200})
+	cfg := testConfig(t, srv.URL(), web.Seeds()...)
+	cfg.MaxPages = 40
+	s := runCrawl(t, cfg)
+	if s.Captures != 40 {
+		t.Fatalf("--max-pages 40 made %d captures", s.Captures)
+	}
+	cfg.MaxPages = 90
+	s = runCrawl(t, cfg)
+	if s.Captures != 90 || s.New != 50 {
+		t.Fatalf("resume to 90: captures %d new %d", s.Captures, s.New)
+	}
+	for u, cs := range archived(t, cfg.Data) {
+		if len(cs) > 1 && !strings.HasSuffix(u, "/robots.txt") {
+			t.Errorf("%s captured %d times across the two runs", u, len(cs))
+		}
+	}
+}
+
+func TestRefusesPrivateAddresses(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 1, Hosts: 3, Pages: 10})
+	_ = web
+	// No proxy, no --allow-private: the websim listener on 127.0.0.1 is off limits.
+	cfg := testConfig(t, "", srv.URL()+"/")
+	cfg.AllowPrivate = false
+	s := runCrawl(t, cfg)
+	if s.New != 0 || s.Errors == 0 {
+		t.Fatalf("crawl of a loopback seed without --allow-private: %+v", s)
+	}
+}
+
+// TestHostileServers crawls every hostile endpoint of websim: each must end
+// with a clear outcome — archived (cut and marked if too big) or counted as
+// an error — and never hang or crash the crawler.
+func TestHostileServers(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 5, Hosts: 3, Pages: 10, SlowDelay: 50 * time.Millisecond})
+	hostile := web.HostileURLs()
+	var seeds []string
+	for _, u := range hostile {
+		seeds = append(seeds, u)
+	}
+	cfg := testConfig(t, srv.URL(), seeds...)
+	cfg.MaxBodySize = 1 << 20
+	cfg.Timeout = 3 * time.Second
+	cfg.MaxDepth = 2
+	s := runCrawl(t, cfg)
+	caps := archived(t, cfg.Data)
+	verifyWARCs(t, cfg.Data, caps)
+	dir := filepath.Join(cfg.Data, "warc")
+	truncated := func(u string) string {
+		cs := caps[u]
+		if len(cs) == 0 {
+			return "<not archived>"
+		}
+		rec, err := warc.ReadAt(dir, warc.Location{Segment: cs[0].Segment, Offset: cs[0].Offset, Length: cs[0].Length})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Header.Get("WARC-Truncated")
+	}
+	for name, want := range map[string]string{"endless": "length", "giant-attr": "length"} {
+		if got := truncated(hostile[name]); got != want {
+			t.Errorf("%s: WARC-Truncated %q, want %q", name, got, want)
+		}
+	}
+	// Bombs are archived as sent (small, compressed); only decoding stops.
+	for _, name := range []string{"gzip-bomb", "br-bomb", "deep", "bad-utf8", "latin1", "shiftjis", "binary-as-html"} {
+		if len(caps[hostile[name]]) != 1 {
+			t.Errorf("%s (%s) not archived", name, hostile[name])
+		}
+	}
+	if s.Errors == 0 {
+		t.Errorf("no fetch errors counted; slowloris and the redirect loop should give some: %+v", s)
+	}
+}

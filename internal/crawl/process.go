@@ -1,0 +1,178 @@
+package crawl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/waggle-archive/waggle/internal/extract"
+	"github.com/waggle-archive/waggle/internal/fetch"
+	"github.com/waggle-archive/waggle/internal/frontier"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+)
+
+// result is what a worker hands the committer: a fetched capture to archive
+// with the links to queue, or a lease that ends without a capture.
+type result struct {
+	lease    frontier.Lease
+	hasLease bool // false for robots.txt captures, which have no queue entry
+	resp     *fetch.Response
+	outlinks []extract.Outlink // everything found, for the metadata record
+	queue    []frontier.Item   // the in-scope subset to add to the frontier
+	outcome  string            // why there is no capture: "robots", "error", "forbidden"
+}
+
+// process fetches one leased URL and extracts its links.
+func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
+	r := result{lease: l, hasLease: true}
+	log := c.cfg.Logger.With("url", l.URL)
+	if c.robots != nil {
+		d, err := c.robots.Check(ctx, l.URL)
+		if err != nil {
+			// Only a cancelled context ends up here; the URL stays queued.
+			r.outcome = "cancelled"
+			return r
+		}
+		if d.CrawlDelay > 0 {
+			c.front.SetHostDelay(l.Host, d.CrawlDelay)
+		}
+		if !d.Allowed {
+			log.Debug("robots.txt disallows", "reason", d.Reason)
+			c.stats.robots.Add(1)
+			r.outcome = "robots"
+			return r
+		}
+	}
+	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL})
+	if err != nil {
+		if ctx.Err() != nil {
+			r.outcome = "cancelled"
+			return r
+		}
+		r.outcome = "error"
+		if errors.Is(err, fetch.ErrForbiddenAddress) {
+			r.outcome = "forbidden"
+		}
+		log.Warn("fetch failed", "err", err)
+		c.stats.errors.Add(1)
+		return r
+	}
+	r.resp = resp
+	if resp.DecodeError != nil {
+		log.Warn("content decoding", "err", resp.DecodeError)
+	}
+	if resp.Truncated != "" {
+		log.Warn("response truncated", "why", resp.Truncated, "bytes", len(resp.Raw))
+	}
+	r.outlinks = c.extract(resp, log.Warn)
+	r.queue = c.follow(l.Item, resp, r.outlinks)
+	return r
+}
+
+// extract finds the links of a response: its redirect target, and the links
+// of HTML and CSS bodies.
+func (c *Crawler) extract(resp *fetch.Response, warn func(string, ...any)) []extract.Outlink {
+	var links []extract.Outlink
+	if resp.Location != "" {
+		if u, err := urlkey.Canonical("", resp.Location); err == nil {
+			links = append(links, extract.Outlink{URL: u, Kind: extract.Redirect, Path: "http/location"})
+		}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 || len(resp.Body) == 0 {
+		return links
+	}
+	switch mediaType(resp.Header, resp.Body) {
+	case "text/html", "application/xhtml+xml":
+		res, err := extract.HTML(resp.Body, resp.Header.Get("Content-Type"), resp.URL, extract.Limits{})
+		if err != nil {
+			warn("html extraction", "err", err)
+		}
+		links = append(links, res.Links...)
+	case "text/css":
+		links = append(links, extract.CSS(resp.Body, resp.URL, extract.Limits{})...)
+	}
+	return links
+}
+
+// follow decides which outlinks go to the frontier: links inside the scope,
+// and page requisites (embeds) wherever they are. Off-scope resources bring
+// no links of their own, except that an off-scope stylesheet's images, fonts
+// and imports are still requisites of the page that used it.
+func (c *Crawler) follow(parent frontier.Item, resp *fetch.Response, links []extract.Outlink) []frontier.Item {
+	parentInScope := c.scope.contains(parent.URL)
+	isCSS := mediaType(resp.Header, nil) == "text/css"
+	items := make([]frontier.Item, 0, len(links))
+	for _, l := range links {
+		it := frontier.Item{URL: l.URL, Host: urlkey.Host(l.URL), Depth: parent.Depth + 1, Via: parent.URL}
+		switch l.Kind {
+		case extract.Redirect:
+			// A redirect is the same resource under another name: same depth, same role.
+			it.Depth, it.Embed = parent.Depth, parent.Embed
+			if !it.Embed && !c.scope.contains(l.URL) {
+				continue
+			}
+		case extract.Embed:
+			if c.cfg.NoRequisites && !c.scope.contains(l.URL) {
+				continue
+			}
+			if !parentInScope && !isCSS {
+				continue
+			}
+			// Requisites of a page at the depth limit are still part of that page.
+			it.Depth, it.Embed = parent.Depth, true
+		default:
+			if !parentInScope || !c.scope.contains(l.URL) {
+				continue
+			}
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+// mediaType is the response's media type, lowercased and without parameters;
+// sniffed from the body when the header has none.
+func mediaType(h http.Header, body []byte) string {
+	ct := h.Get("Content-Type")
+	if ct == "" && body != nil {
+		ct = http.DetectContentType(body)
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(strings.Split(ct, ";")[0]))
+	}
+	return mt
+}
+
+// fetchRobots is the robots.Cache's way to fetch a robots.txt: through the
+// same fetcher as everything else, following up to five redirects (RFC 9309
+// §2.3.1.2), and archiving every response, as Heritrix does, so the archive
+// shows why a page was or was not captured.
+func (c *Crawler) fetchRobots(ctx context.Context, robotsURL string) (int, []byte, error) {
+	u := robotsURL
+	for hop := 0; hop <= 5; hop++ {
+		resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: u})
+		if err != nil {
+			return 0, nil, err
+		}
+		c.pending.Add(1)
+		select {
+		case c.results <- result{resp: resp}:
+		case <-ctx.Done():
+			c.pending.Add(-1)
+			return 0, nil, ctx.Err()
+		}
+		if resp.Location == "" || resp.StatusCode < 300 || resp.StatusCode >= 400 {
+			return resp.StatusCode, resp.Body, nil
+		}
+		next, err := urlkey.Canonical("", resp.Location)
+		if err != nil {
+			return 0, nil, fmt.Errorf("robots.txt redirect: %w", err)
+		}
+		u = next
+	}
+	return 0, nil, errors.New("robots.txt: too many redirects")
+}

@@ -1,0 +1,197 @@
+package crawl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// Keys of the crawl's own records in the node's pebble database.
+const (
+	stateKey      = "k/state"
+	segmentPrefix = "k/seg/" // + segment name → committed end offset (big-endian uint64)
+)
+
+// state is what survives a restart besides the frontier and the index.
+type state struct {
+	Captures int64 // captures committed in this data directory
+	Bytes    int64 // raw response bytes of those captures
+}
+
+func loadState(db *pebble.DB) (state, error) {
+	v, closer, err := db.Get([]byte(stateKey))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return state{}, nil
+	}
+	if err != nil {
+		return state{}, fmt.Errorf("crawl: state: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 16 {
+		return state{}, fmt.Errorf("crawl: state record has %d bytes, want 16", len(v))
+	}
+	return state{
+		Captures: int64(binary.BigEndian.Uint64(v)),
+		Bytes:    int64(binary.BigEndian.Uint64(v[8:])),
+	}, nil
+}
+
+// saveState stages the counters and the committed end of every segment the
+// batch wrote to.
+func saveState(b *pebble.Batch, st state, ends map[string]int64) error {
+	v := binary.BigEndian.AppendUint64(nil, uint64(st.Captures))
+	v = binary.BigEndian.AppendUint64(v, uint64(st.Bytes))
+	if err := b.Set([]byte(stateKey), v, nil); err != nil {
+		return fmt.Errorf("crawl: state: %w", err)
+	}
+	for seg, end := range ends {
+		if err := b.Set([]byte(segmentPrefix+seg), binary.BigEndian.AppendUint64(nil, uint64(end)), nil); err != nil {
+			return fmt.Errorf("crawl: state: %w", err)
+		}
+	}
+	return nil
+}
+
+// committedEnds returns each segment's committed end offset.
+func committedEnds(db *pebble.DB) (map[string]int64, error) {
+	it, err := db.NewIter(&pebble.IterOptions{
+		LowerBound: []byte(segmentPrefix),
+		UpperBound: []byte(segmentPrefix[:len(segmentPrefix)-1] + "0"), // '/'+1
+	})
+	if err != nil {
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	defer it.Close()
+	ends := map[string]int64{}
+	for it.First(); it.Valid(); it.Next() {
+		if len(it.Value()) != 8 {
+			return nil, fmt.Errorf("crawl: segment record %q is corrupt", it.Key())
+		}
+		ends[string(it.Key()[len(segmentPrefix):])] = int64(binary.BigEndian.Uint64(it.Value()))
+	}
+	return ends, it.Error()
+}
+
+// reconcileSegments makes the WARC segments agree with the index after an
+// unclean stop. Records written after the last commit were never reported
+// archived and their URLs are still queued, so they are cut off: a segment is
+// truncated to its committed end, and a segment with nothing committed (only
+// its warcinfo record, or a torn write) is removed. A segment shorter than its
+// committed end means the disk lost acknowledged data: that is reported, not
+// papered over.
+func reconcileSegments(db *pebble.DB, dir string, log *slog.Logger) error {
+	ends, err := committedEnds(db)
+	if err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".warc.gz") {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		fi, err := e.Info()
+		if err != nil {
+			return fmt.Errorf("crawl: %w", err)
+		}
+		end, ok := ends[name]
+		switch {
+		case !ok:
+			log.Info("removing segment with no committed records", "segment", name, "bytes", fi.Size())
+			if err := os.Remove(path); err != nil {
+				return fmt.Errorf("crawl: %w", err)
+			}
+		case fi.Size() > end:
+			log.Info("cutting uncommitted tail", "segment", name, "from", end, "bytes", fi.Size()-end)
+			if err := truncateSync(path, end); err != nil {
+				return err
+			}
+		case fi.Size() < end:
+			return fmt.Errorf("crawl: segment %s is %d bytes but %d were committed: the disk lost data; check it, then run `waggle index verify`", name, fi.Size(), end)
+		}
+	}
+	for name := range ends {
+		if _, err := os.Stat(filepath.Join(dir, name)); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("crawl: segment %s is missing from %s although the index refers to it", name, dir)
+		}
+	}
+	return nil
+}
+
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("crawl: truncate %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	// The committed part must still read back as whole records.
+	if _, err := warc.Repair(path); err != nil {
+		return fmt.Errorf("crawl: %s: %w", path, err)
+	}
+	return nil
+}
+
+// Stats are a crawl's counters.
+type Stats struct {
+	Captures int64         `json:"captures"` // captures in the data directory
+	New      int64         `json:"new"`      // captures made by this run
+	Bytes    int64         `json:"bytes"`    // raw response bytes archived by this run
+	Errors   int64         `json:"errors"`   // fetches that failed
+	Robots   int64         `json:"robots"`   // URLs not fetched because robots.txt disallows them
+	Queued   int           `json:"queued"`   // URLs waiting in the frontier
+	Hosts    int           `json:"hosts"`    // hosts known to the frontier
+	Elapsed  time.Duration `json:"elapsed"`  // since Run started
+	PerSec   float64       `json:"pages_per_second"`
+}
+
+// counters are the live, concurrently updated form of Stats.
+type counters struct {
+	start           time.Time
+	base            state // as loaded at Open
+	captures, bytes atomic.Int64
+	errors, robots  atomic.Int64
+}
+
+func (c *counters) restore(st state) { c.base = st }
+
+// state is what to persist after this run's commits so far.
+func (c *counters) state() state {
+	return state{Captures: c.base.Captures + c.captures.Load(), Bytes: c.base.Bytes + c.bytes.Load()}
+}
+
+func (c *counters) snapshot() Stats {
+	s := Stats{
+		New:    c.captures.Load(),
+		Bytes:  c.bytes.Load(),
+		Errors: c.errors.Load(),
+		Robots: c.robots.Load(),
+	}
+	s.Captures = c.base.Captures + s.New
+	if !c.start.IsZero() {
+		s.Elapsed = time.Since(c.start)
+		if secs := s.Elapsed.Seconds(); secs > 0 {
+			s.PerSec = float64(s.New) / secs
+		}
+	}
+	return s
+}

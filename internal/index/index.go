@@ -1,0 +1,320 @@
+// Package index is the capture index of a node: for every archived response
+// or revisit record, its SURT key and time, mapped to where the record lies
+// in the WARC segments and what a replay or CDX query needs to know about it
+// without opening the WARC.
+//
+// The index lives in the node's pebble database under the key prefix "c/":
+//
+//	c/<SURT key> 0x00 <capture time, unix nanoseconds, big-endian uint64>  →  capture
+//
+// so that all captures of a URL are adjacent and ordered by time, and a
+// prefix of SURT keys (a host, a path) is one contiguous range. A second
+// prefix, "d/<payload digest>", maps a payload digest to the first capture
+// that stored it, for identical-payload revisit records.
+//
+// Writes go into a caller's batch: the crawler commits index entries in the
+// same atomic batch as its frontier changes, after the WARC bytes are durable.
+package index
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+const (
+	capturePrefix = "c/"
+	digestPrefix  = "d/"
+)
+
+// Capture is one archived fetch: a response or revisit record in a WARC segment.
+type Capture struct {
+	URLKey   string    // SURT key of URL
+	Time     time.Time // WARC-Date of the record
+	URL      string    // original URL
+	Type     string    // WARC record type: "response" or "revisit"
+	Status   int       // HTTP status code (0 when unknown)
+	MIME     string    // media type from Content-Type, without parameters
+	Digest   string    // WARC-Payload-Digest, "sha1:..."
+	Segment  string    // WARC file base name
+	Offset   int64     // offset of the record's gzip member in Segment
+	Length   int64     // length of the gzip member
+	RecordID string    // WARC-Record-ID, for WARC-Refers-To of later revisits
+	Redirect string    // Location of a 3xx response, resolved
+}
+
+// Timestamp14 is the capture time as the 14-digit Wayback timestamp.
+func (c Capture) Timestamp14() string { return c.Time.UTC().Format("20060102150405") }
+
+// Index reads the capture index. Writing is done with Put into a batch.
+type Index struct {
+	db *pebble.DB
+}
+
+// New returns an Index over db.
+func New(db *pebble.DB) *Index { return &Index{db: db} }
+
+// Put stages c into b. c.URLKey must not contain a NUL byte.
+func Put(b *pebble.Batch, c Capture) error {
+	if c.URLKey == "" {
+		return errors.New("index: capture without URL key")
+	}
+	for i := 0; i < len(c.URLKey); i++ {
+		if c.URLKey[i] == 0 {
+			return fmt.Errorf("index: URL key %q contains NUL", c.URLKey)
+		}
+	}
+	return b.Set(captureKey(c.URLKey, c.Time), encodeCapture(c), nil)
+}
+
+// PutDigest stages the first-seen capture of a payload digest, unless one is
+// already recorded (in b or in the database).
+func PutDigest(b *pebble.Batch, c Capture) error {
+	if c.Digest == "" {
+		return nil
+	}
+	k := []byte(digestPrefix + c.Digest)
+	if _, closer, err := b.Get(k); err == nil {
+		return closer.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("index: digest lookup: %w", err)
+	}
+	return b.Set(k, encodeCapture(c), nil)
+}
+
+// ByDigest returns the first capture that stored a payload with this digest.
+// r is the database or an indexed batch (to see writes not yet committed).
+func ByDigest(r pebble.Reader, digest string) (Capture, bool, error) {
+	v, closer, err := r.Get([]byte(digestPrefix + digest))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Capture{}, false, nil
+	}
+	if err != nil {
+		return Capture{}, false, fmt.Errorf("index: digest lookup: %w", err)
+	}
+	defer closer.Close()
+	c, err := decodeCapture(v)
+	if err != nil {
+		return Capture{}, false, err
+	}
+	return c, true, nil
+}
+
+// Has reports whether any capture of urlKey exists.
+func (x *Index) Has(urlKey string) (bool, error) {
+	found := false
+	err := x.scan(context.Background(), urlKey+"\x00", urlKey+"\x01", false, func([]byte, []byte) (bool, error) {
+		found = true
+		return false, nil
+	})
+	return found, err
+}
+
+// Captures calls fn for each capture of urlKey in time order (newest first
+// when reverse) until fn returns false or an error.
+func (x *Index) Captures(ctx context.Context, urlKey string, reverse bool, fn func(Capture) (bool, error)) error {
+	return x.scanCaptures(ctx, urlKey+"\x00", urlKey+"\x01", reverse, fn)
+}
+
+// Range calls fn for each capture whose URL key k satisfies lo <= k < hi
+// (hi empty: no upper bound), ordered by key then time.
+func (x *Index) Range(ctx context.Context, lo, hi string, reverse bool, fn func(Capture) (bool, error)) error {
+	return x.scanCaptures(ctx, lo, hi, reverse, fn)
+}
+
+func (x *Index) scanCaptures(ctx context.Context, lo, hi string, reverse bool, fn func(Capture) (bool, error)) error {
+	return x.scan(ctx, lo, hi, reverse, func(_, v []byte) (bool, error) {
+		c, err := decodeCapture(v)
+		if err != nil {
+			return false, err
+		}
+		return fn(c)
+	})
+}
+
+// scan iterates the capture keys between c/lo and c/hi.
+func (x *Index) scan(ctx context.Context, lo, hi string, reverse bool, fn func(k, v []byte) (bool, error)) error {
+	opts := &pebble.IterOptions{LowerBound: []byte(capturePrefix + lo)}
+	if hi != "" {
+		opts.UpperBound = []byte(capturePrefix + hi)
+	} else {
+		opts.UpperBound = prefixEnd([]byte(capturePrefix))
+	}
+	it, err := x.db.NewIterWithContext(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	defer it.Close()
+	valid := it.First
+	step := it.Next
+	if reverse {
+		valid, step = it.Last, it.Prev
+	}
+	n := 0
+	for ok := valid(); ok; ok = step() {
+		if n++; n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		more, err := fn(it.Key(), it.Value())
+		if err != nil || !more {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	return nil
+}
+
+// WriteCDXJ writes every capture as a CDXJ line ("<urlkey> <timestamp> {json}"),
+// the format pywb and OutbackCDX read, sorted by key and time.
+func (x *Index) WriteCDXJ(ctx context.Context, w io.Writer) (int, error) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	n := 0
+	err := x.Range(ctx, "", "", false, func(c Capture) (bool, error) {
+		if _, err := bw.Write(AppendCDXJ(nil, c)); err != nil {
+			return false, err
+		}
+		n++
+		return true, nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("index: cdxj: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return n, fmt.Errorf("index: cdxj: %w", err)
+	}
+	return n, nil
+}
+
+// cdxjFields is the JSON block of a CDXJ line, in pywb's field names.
+type cdxjFields struct {
+	URL      string `json:"url"`
+	MIME     string `json:"mime,omitempty"`
+	Status   string `json:"status,omitempty"`
+	Digest   string `json:"digest,omitempty"`
+	Length   string `json:"length"`
+	Offset   string `json:"offset"`
+	Filename string `json:"filename"`
+}
+
+// AppendCDXJ appends c's CDXJ line, newline included, to dst.
+func AppendCDXJ(dst []byte, c Capture) []byte {
+	f := cdxjFields{
+		URL:      c.URL,
+		MIME:     c.MIME,
+		Digest:   c.Digest,
+		Length:   strconv.FormatInt(c.Length, 10),
+		Offset:   strconv.FormatInt(c.Offset, 10),
+		Filename: c.Segment,
+	}
+	if c.Type == "revisit" {
+		// pywb marks revisits by this MIME type in CDX lines.
+		f.MIME = "warc/revisit"
+	}
+	if c.Status != 0 {
+		f.Status = strconv.Itoa(c.Status)
+	}
+	js, _ := json.Marshal(f) // cannot fail: strings only
+	dst = append(dst, c.URLKey...)
+	dst = append(dst, ' ')
+	dst = append(dst, c.Timestamp14()...)
+	dst = append(dst, ' ')
+	dst = append(dst, js...)
+	return append(dst, '\n')
+}
+
+func captureKey(urlKey string, t time.Time) []byte {
+	k := make([]byte, 0, len(capturePrefix)+len(urlKey)+1+8)
+	k = append(k, capturePrefix...)
+	k = append(k, urlKey...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, uint64(t.UnixNano()))
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// The value encoding is a version byte followed by uvarint-length-prefixed
+// strings and varints, in a fixed order. It is compact (an index entry is
+// about the size of its URL plus 80 bytes) and cheap to decode.
+const encodingVersion = 1
+
+func encodeCapture(c Capture) []byte {
+	b := make([]byte, 0, 96+len(c.URLKey)+len(c.URL)+len(c.Segment)+len(c.Redirect))
+	b = append(b, encodingVersion)
+	b = binary.AppendVarint(b, c.Time.UnixNano())
+	for _, s := range [...]string{c.URLKey, c.URL, c.Type, c.MIME, c.Digest, c.Segment, c.RecordID, c.Redirect} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendVarint(b, int64(c.Status))
+	b = binary.AppendVarint(b, c.Offset)
+	return binary.AppendVarint(b, c.Length)
+}
+
+var errCorrupt = errors.New("index: corrupt capture entry")
+
+func decodeCapture(v []byte) (Capture, error) {
+	if len(v) == 0 || v[0] != encodingVersion {
+		return Capture{}, errCorrupt
+	}
+	d := decoder{buf: v[1:]}
+	var c Capture
+	c.Time = time.Unix(0, d.varint()).UTC()
+	for _, s := range [...]*string{&c.URLKey, &c.URL, &c.Type, &c.MIME, &c.Digest, &c.Segment, &c.RecordID, &c.Redirect} {
+		*s = d.str()
+	}
+	c.Status = int(d.varint())
+	c.Offset = d.varint()
+	c.Length = d.varint()
+	if d.bad {
+		return Capture{}, errCorrupt
+	}
+	return c, nil
+}
+
+type decoder struct {
+	buf []byte
+	bad bool
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.buf)
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) str() string {
+	l, n := binary.Uvarint(d.buf)
+	if n <= 0 || uint64(len(d.buf)-n) < l {
+		d.bad = true
+		return ""
+	}
+	s := string(d.buf[n : n+int(l)])
+	d.buf = d.buf[n+int(l):]
+	return s
+}
