@@ -24,6 +24,7 @@ func crawlFlags(fs *flag.FlagSet, cfg *crawl.Config) (scope *string, delay *stri
 	fs.IntVar(&cfg.MaxPagesPerHost, "max-host-pages", 100000, "trap limit: URLs queued per host (-1: no limit)")
 	fs.IntVar(&cfg.PerHostConnections, "per-host-connections", 1, "requests in flight to one host")
 	delay = fs.String("delay", "1s", "pause between requests to one host (0 allowed)")
+	fs.DurationVar(&cfg.MaxCrawlDelay, "max-crawl-delay", 30*time.Second, "cap on a robots.txt Crawl-delay")
 	fs.IntVar(&cfg.Workers, "workers", 64, "concurrent fetches over all hosts")
 	fs.StringVar(&cfg.Proxy, "proxy", "", "HTTP forward proxy URL for all fetches")
 	fs.StringVar(&cfg.UserAgent, "user-agent", crawl.DefaultUserAgent, "User-Agent header")

@@ -126,6 +126,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("crawl: commit: %w", err)
 	}
+	c.front.Committed()
 	c.stats.captures.Add(captures)
 	c.stats.bytes.Add(bytes)
 	c.committed(len(group))

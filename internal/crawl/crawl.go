@@ -27,7 +27,6 @@ import (
 
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/frontier"
-	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/robots"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
@@ -128,7 +127,7 @@ func (c *Crawler) open(seeds []string) error {
 	}
 	items := make([]frontier.Item, len(seeds))
 	for i, s := range seeds {
-		items[i] = frontier.Item{URL: s, Host: urlkey.Host(s)}
+		items[i] = newItem(s, 0, "")
 	}
 	b := c.db.NewIndexedBatch()
 	defer b.Close()
@@ -138,6 +137,7 @@ func (c *Crawler) open(seeds []string) error {
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("crawl: queue seeds: %w", err)
 	}
+	c.front.Committed()
 	return nil
 }
 

@@ -38,6 +38,7 @@ func testConfig(t *testing.T, proxy string, seeds ...string) Config {
 		Proxy:           proxy,
 		AllowPrivate:    true,
 		MaxPagesPerHost: 300,
+		MaxCrawlDelay:   time.Millisecond, // websim asks some hosts for Crawl-delay: 1
 		Workers:         16,
 		Timeout:         10 * time.Second,
 	}

@@ -36,7 +36,7 @@ func TestKill9Resume(t *testing.T) {
 	web, srv := startWeb(t, websim.Config{Seed: 21, Hosts: 16, Pages: 400})
 	data := t.TempDir()
 	args := []string{"crawl", "--data", data, "--proxy", srv.URL(), "--allow-private", "--delay", "0",
-		"--scope", "any", "--max-host-pages", "300", "--workers", "16", "--timeout", "10s", "-v"}
+		"--scope", "any", "--max-host-pages", "300", "--workers", "16", "--timeout", "10s", "--max-crawl-delay", "1ms", "-v"}
 	args = append(args, web.Seeds()...)
 
 	var mu sync.Mutex

@@ -39,6 +39,12 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 		if d.CrawlDelay > 0 {
 			c.front.SetHostDelay(l.Host, d.CrawlDelay)
 		}
+		if !d.Allowed && errors.Is(d.Err, fetch.ErrForbiddenAddress) {
+			log.Warn("fetch refused", "err", d.Err)
+			c.stats.errors.Add(1)
+			r.outcome = "forbidden"
+			return r
+		}
 		if !d.Allowed {
 			log.Debug("robots.txt disallows", "reason", d.Reason)
 			c.stats.robots.Add(1)
@@ -106,7 +112,7 @@ func (c *Crawler) follow(parent frontier.Item, resp *fetch.Response, links []ext
 	isCSS := mediaType(resp.Header, nil) == "text/css"
 	items := make([]frontier.Item, 0, len(links))
 	for _, l := range links {
-		it := frontier.Item{URL: l.URL, Host: urlkey.Host(l.URL), Depth: parent.Depth + 1, Via: parent.URL}
+		it := newItem(l.URL, parent.Depth+1, parent.URL)
 		switch l.Kind {
 		case extract.Redirect:
 			// A redirect is the same resource under another name: same depth, same role.
@@ -175,4 +181,9 @@ func (c *Crawler) fetchRobots(ctx context.Context, robotsURL string) (int, []byt
 		u = next
 	}
 	return 0, nil, errors.New("robots.txt: too many redirects")
+}
+
+// newItem makes a frontier item.
+func newItem(u string, depth int, via string) frontier.Item {
+	return frontier.Item{URL: u, Host: urlkey.Host(u), Depth: depth, Via: via}
 }

@@ -1,0 +1,585 @@
+// Package fetch is the crawler's HTTP client. It records the exact bytes of
+// each request sent and response received, which is what a WARC file holds,
+// so it is written on net.Conn rather than on net/http's client, which hides
+// them: requests are written by us, responses are parsed by http.ReadResponse
+// from a reader that records everything read from the connection.
+//
+// HTTP/1.1 is spoken on plain and TLS connections with keep-alive per
+// host. When a TLS server negotiates HTTP/2 (ALPN), golang.org/x/net/http2
+// carries the exchange and the messages are recorded in HTTP/1.1 wire form
+// (status line, headers as received, body as received), as warcprox and
+// Browsertrix do, since WARC has no HTTP/2 framing.
+package fetch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
+	"golang.org/x/net/http2"
+)
+
+// ErrForbiddenAddress is returned for targets on loopback, private or other
+// non-public networks when Config.AllowPrivate is off.
+var ErrForbiddenAddress = errors.New("fetch: address not allowed")
+
+// Config configures a Fetcher; zero values mean the defaults listed.
+type Config struct {
+	UserAgent       string
+	Proxy           *url.URL       // HTTP forward proxy: http URLs in absolute-form, https via CONNECT
+	AllowPrivate    bool           // permit loopback/private/link-local targets
+	ConnectTimeout  time.Duration  // default 10s
+	ReadTimeout     time.Duration  // longest silence while reading (default 30s)
+	TotalTimeout    time.Duration  // whole request (default 2m)
+	MaxBodySize     int64          // body bytes kept (default 50 MiB); the rest is cut, Truncated "length"
+	MaxDecodedSize  int64          // cap when content-decoding for extraction (default 64 MiB)
+	MaxHeaderBytes  int            // default 1 MiB
+	MaxConnsPerHost int            // idle connections kept per host (default 2)
+	RootCAs         *x509.CertPool // nil: the system's
+}
+
+// Request is one GET.
+type Request struct {
+	URL    string
+	Header http.Header // extra headers, e.g. If-None-Match
+}
+
+// Response is a fetched response with its raw bytes.
+type Response struct {
+	URL         string
+	RawRequest  []byte // the request in origin-form (also when sent to a proxy in absolute-form)
+	Raw         []byte // the response as received, up to MaxBodySize body bytes
+	StatusCode  int
+	Header      http.Header
+	Body        []byte // payload, de-chunked and content-decoded, bounded by MaxDecodedSize
+	Truncated   string // "", "length", "time" or "disconnect" (WARC-Truncated)
+	DecodeError error  // content decoding failed or hit its cap; Body holds what was decoded
+	IP          string // remote address connected to (the proxy's when proxied)
+	Start       time.Time
+	Protocol    string // "HTTP/1.1" or "h2"
+	Location    string // resolved Location of a 3xx, else ""
+}
+
+// Fetcher fetches URLs. It is safe for concurrent use.
+type Fetcher struct {
+	cfg    Config
+	direct net.Dialer // to origin servers: checks the address dialled
+	proxy  net.Dialer // to the configured proxy
+	mu     sync.Mutex
+	idle   map[string][]*conn
+	h2     map[string]*http2.ClientConn
+}
+
+type conn struct {
+	nc  net.Conn
+	rec *recorder
+	br  *bufio.Reader
+	ip  string
+}
+
+// New returns a Fetcher.
+func New(cfg Config) (*Fetcher, error) {
+	if cfg.UserAgent == "" {
+		return nil, errors.New("fetch: no User-Agent")
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.TotalTimeout <= 0 {
+		cfg.TotalTimeout = 2 * time.Minute
+	}
+	if cfg.MaxBodySize <= 0 {
+		cfg.MaxBodySize = 50 << 20
+	}
+	if cfg.MaxDecodedSize <= 0 {
+		cfg.MaxDecodedSize = 64 << 20
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = 1 << 20
+	}
+	if cfg.MaxConnsPerHost <= 0 {
+		cfg.MaxConnsPerHost = 2
+	}
+	f := &Fetcher{cfg: cfg, idle: map[string][]*conn{}, h2: map[string]*http2.ClientConn{}}
+	f.direct = net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	f.proxy = f.direct
+	if !cfg.AllowPrivate {
+		f.direct.Control = func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			ip, err := netip.ParseAddr(host)
+			if err != nil || Forbidden(ip) {
+				return fmt.Errorf("%w: %s", ErrForbiddenAddress, host)
+			}
+			return nil
+		}
+	}
+	return f, nil
+}
+
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+}
+
+// Forbidden reports whether ip is not a public unicast address: loopback,
+// private (RFC 1918, fc00::/7), carrier-grade NAT, link-local (including the
+// cloud metadata address 169.254.169.254), unspecified, multicast, reserved.
+func Forbidden(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsMulticast() || ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() || !ip.IsValid() {
+		return true
+	}
+	for _, p := range nonPublic {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// Close closes idle connections.
+func (f *Fetcher) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, cs := range f.idle {
+		for _, c := range cs {
+			c.nc.Close()
+		}
+		delete(f.idle, k)
+	}
+	for k, cc := range f.h2 {
+		cc.Close()
+		delete(f.h2, k)
+	}
+	return nil
+}
+
+// Fetch performs one GET. Redirects are not followed: they are captures too.
+func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Response, error) {
+	u, err := url.Parse(req.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("fetch: bad URL %q", req.URL)
+	}
+	if f.cfg.Proxy != nil && !f.cfg.AllowPrivate {
+		// The proxy resolves names; refuse what is plainly local here.
+		h := strings.ToLower(u.Hostname())
+		if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+			return nil, fmt.Errorf("%w: %s", ErrForbiddenAddress, h)
+		}
+		if ip, err := netip.ParseAddr(h); err == nil && Forbidden(ip) {
+			return nil, fmt.Errorf("%w: %s", ErrForbiddenAddress, h)
+		}
+	}
+	for _, vs := range req.Header {
+		for _, v := range vs {
+			if strings.ContainsAny(v, "\r\n") {
+				return nil, errors.New("fetch: header value contains CR or LF")
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.TotalTimeout)
+	defer cancel()
+	start := time.Now()
+	key := poolKey(u)
+	for attempt := 0; ; attempt++ {
+		c, reused, h2c, err := f.connect(ctx, u, key)
+		if err != nil {
+			return nil, err
+		}
+		var resp *Response
+		if h2c != nil {
+			resp, err = f.roundTripH2(ctx, h2c, u, req)
+		} else {
+			resp, err = f.roundTrip(ctx, c, key, u, req)
+		}
+		if err != nil && reused && attempt == 0 && errors.Is(err, errStaleConn) {
+			continue // the server closed an idle connection: once more on a new one
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fetch %s: %w", req.URL, err)
+		}
+		resp.Start = start
+		resp.URL = req.URL
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			if loc := resp.Header.Get("Location"); loc != "" {
+				if lu, err := u.Parse(loc); err == nil {
+					resp.Location = lu.String()
+				}
+			}
+		}
+		f.decode(resp)
+		return resp, nil
+	}
+}
+
+var errStaleConn = errors.New("connection closed before response")
+
+func poolKey(u *url.URL) string {
+	return u.Scheme + "://" + hostPort(u)
+}
+
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	if u.Scheme == "https" {
+		return net.JoinHostPort(u.Hostname(), "443")
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
+
+// connect returns an idle or new connection for u.
+func (f *Fetcher) connect(ctx context.Context, u *url.URL, key string) (*conn, bool, *http2.ClientConn, error) {
+	viaProxy := f.cfg.Proxy != nil && u.Scheme == "http"
+	if viaProxy {
+		key = "proxy|" + f.cfg.Proxy.Host // one pool of proxy connections serves every host
+	}
+	f.mu.Lock()
+	if cc := f.h2[key]; cc != nil {
+		if cc.CanTakeNewRequest() {
+			f.mu.Unlock()
+			return nil, true, cc, nil
+		}
+		delete(f.h2, key)
+	}
+	if cs := f.idle[key]; len(cs) > 0 {
+		c := cs[len(cs)-1]
+		f.idle[key] = cs[:len(cs)-1]
+		f.mu.Unlock()
+		return c, true, nil, nil
+	}
+	f.mu.Unlock()
+
+	var nc net.Conn
+	var err error
+	switch {
+	case f.cfg.Proxy != nil:
+		nc, err = f.proxy.DialContext(ctx, "tcp", proxyAddr(f.cfg.Proxy))
+		if err == nil && u.Scheme == "https" {
+			err = connectTunnel(ctx, nc, hostPort(u), f.cfg.ConnectTimeout)
+		}
+	default:
+		nc, err = f.direct.DialContext(ctx, "tcp", hostPort(u))
+	}
+	if err != nil {
+		if nc != nil {
+			nc.Close()
+		}
+		return nil, false, nil, err
+	}
+	ip := ""
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		ip = a.IP.String()
+	}
+	if u.Scheme == "https" {
+		tc := tls.Client(nc, &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"h2", "http/1.1"}, RootCAs: f.cfg.RootCAs})
+		hctx, cancel := context.WithTimeout(ctx, f.cfg.ConnectTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			nc.Close()
+			return nil, false, nil, fmt.Errorf("tls: %w", err)
+		}
+		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			cc, err := (&http2.Transport{}).NewClientConn(tc)
+			if err != nil {
+				tc.Close()
+				return nil, false, nil, fmt.Errorf("h2: %w", err)
+			}
+			f.mu.Lock()
+			f.h2[key] = cc
+			f.mu.Unlock()
+			return nil, false, cc, nil
+		}
+		nc = tc
+	}
+	rec := &recorder{}
+	c := &conn{nc: nc, rec: rec, ip: ip}
+	rec.r = nc
+	c.br = bufio.NewReaderSize(rec, 32<<10)
+	return c, false, nil, nil
+}
+
+func proxyAddr(p *url.URL) string {
+	if p.Port() != "" {
+		return p.Host
+	}
+	return net.JoinHostPort(p.Hostname(), "80")
+}
+
+// connectTunnel asks an HTTP proxy for a tunnel to hostport.
+func connectTunnel(ctx context.Context, nc net.Conn, hostport string, timeout time.Duration) error {
+	nc.SetDeadline(time.Now().Add(timeout))
+	defer nc.SetDeadline(time.Time{})
+	fmt.Fprintf(nc, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", hostport, hostport)
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		return fmt.Errorf("proxy CONNECT: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("proxy CONNECT %s: %s", hostport, resp.Status)
+	}
+	if br.Buffered() > 0 {
+		return errors.New("proxy CONNECT: unexpected bytes after response")
+	}
+	return ctx.Err()
+}
+
+// requestBytes renders the request in origin-form; target is the
+// request-target actually sent (absolute-form for a proxy).
+func (f *Fetcher) requestBytes(u *url.URL, target string, h http.Header) []byte {
+	var b bytes.Buffer
+	b.WriteString("GET " + target + " HTTP/1.1\r\n")
+	b.WriteString("Host: " + u.Host + "\r\n")
+	b.WriteString("User-Agent: " + f.cfg.UserAgent + "\r\n")
+	b.WriteString("Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8\r\n")
+	b.WriteString("Accept-Encoding: gzip, br\r\n")
+	b.WriteString("Connection: keep-alive\r\n")
+	h.Write(&b)
+	b.WriteString("\r\n")
+	return b.Bytes()
+}
+
+func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL, req Request) (*Response, error) {
+	origin := u.RequestURI()
+	raw := f.requestBytes(u, origin, req.Header)
+	wire := raw
+	if f.cfg.Proxy != nil && u.Scheme == "http" {
+		wire = f.requestBytes(u, u.String(), req.Header)
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			c.nc.Close()
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	deadline, _ := ctx.Deadline()
+	c.nc.SetWriteDeadline(deadline)
+	if _, err := c.nc.Write(wire); err != nil {
+		return nil, errStaleConn
+	}
+	c.rec.start(c.nc, f.cfg.ReadTimeout, deadline, f.cfg.MaxHeaderBytes)
+	hresp, err := http.ReadResponse(c.br, &http.Request{Method: http.MethodGet})
+	if err != nil {
+		if c.rec.n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+			return nil, errStaleConn
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("no response headers: %w", ctx.Err())
+		}
+		if c.rec.over {
+			return nil, fmt.Errorf("response headers exceed %d bytes", f.cfg.MaxHeaderBytes)
+		}
+		return nil, fmt.Errorf("reading response: %w", err)
+	}
+	c.rec.limit = -1
+	resp := &Response{RawRequest: raw, StatusCode: hresp.StatusCode, Header: hresp.Header, IP: c.ip, Protocol: "HTTP/1.1"}
+	payload, truncated := readBody(hresp.Body, f.cfg.MaxBodySize, ctx)
+	hresp.Body.Close()
+	resp.Truncated = truncated
+	resp.Body = payload
+	consumed := len(c.rec.buf) - c.br.Buffered()
+	resp.Raw = c.rec.buf[:consumed:consumed]
+	if truncated == "" && !hresp.Close && c.br.Buffered() == 0 && ctx.Err() == nil {
+		keep = true
+		c.rec.buf = nil
+		c.nc.SetDeadline(time.Time{})
+		f.mu.Lock()
+		if len(f.idle[poolKeyFor(f, u, key)]) < f.cfg.MaxConnsPerHost {
+			k := poolKeyFor(f, u, key)
+			f.idle[k] = append(f.idle[k], c)
+		} else {
+			keep = false
+		}
+		f.mu.Unlock()
+	}
+	return resp, nil
+}
+
+func poolKeyFor(f *Fetcher, u *url.URL, key string) string {
+	if f.cfg.Proxy != nil && u.Scheme == "http" {
+		return "proxy|" + f.cfg.Proxy.Host
+	}
+	return key
+}
+
+// readBody reads a de-chunked body up to max bytes and says why it stopped early.
+func readBody(r io.Reader, max int64, ctx context.Context) ([]byte, string) {
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(r, max+1))
+	switch {
+	case n > max:
+		buf.Truncate(int(max))
+		return buf.Bytes(), "length"
+	case err == nil:
+		return buf.Bytes(), ""
+	case ctx.Err() != nil || isTimeout(err):
+		return buf.Bytes(), "time"
+	}
+	return buf.Bytes(), "disconnect"
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// roundTripH2 fetches over HTTP/2 and renders the exchange in HTTP/1.1 form.
+func (f *Fetcher) roundTripH2(ctx context.Context, cc *http2.ClientConn, u *url.URL, req Request) (*Response, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range req.Header {
+		hreq.Header[k] = vs
+	}
+	hreq.Header.Set("User-Agent", f.cfg.UserAgent)
+	hreq.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+	hreq.Header.Set("Accept-Encoding", "gzip, br") // set by us: no transparent decompression
+	hresp, err := cc.RoundTrip(hreq)
+	if err != nil {
+		return nil, err
+	}
+	defer hresp.Body.Close()
+	payload, truncated := readBody(hresp.Body, f.cfg.MaxBodySize, ctx)
+	var raw bytes.Buffer
+	fmt.Fprintf(&raw, "HTTP/1.1 %d %s\r\n", hresp.StatusCode, http.StatusText(hresp.StatusCode))
+	h := hresp.Header.Clone()
+	h.Del("Transfer-Encoding")
+	if truncated == "" {
+		h.Set("Content-Length", strconv.Itoa(len(payload)))
+	}
+	h.Write(&raw)
+	raw.WriteString("\r\n")
+	raw.Write(payload)
+	return &Response{
+		RawRequest: f.requestBytes(u, u.RequestURI(), req.Header),
+		Raw:        raw.Bytes(), StatusCode: hresp.StatusCode, Header: hresp.Header,
+		Body: payload, Truncated: truncated, Protocol: "h2",
+	}, nil
+}
+
+// decode content-decodes resp.Body for extraction, within MaxDecodedSize.
+func (f *Fetcher) decode(resp *Response) {
+	ce := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding")))
+	if ce == "" || ce == "identity" || len(resp.Body) == 0 {
+		return
+	}
+	var r io.Reader = bytes.NewReader(resp.Body)
+	codings := strings.Split(ce, ",")
+	for i := len(codings) - 1; i >= 0; i-- {
+		var err error
+		switch strings.TrimSpace(codings[i]) {
+		case "gzip", "x-gzip":
+			r, err = gzip.NewReader(r)
+		case "br":
+			r = brotli.NewReader(r)
+		case "deflate":
+			r = deflateReader(r)
+		case "zstd":
+			var d *zstd.Decoder
+			d, err = zstd.NewReader(r, zstd.WithDecoderMaxMemory(uint64(f.cfg.MaxDecodedSize)), zstd.WithDecoderConcurrency(1))
+			if d != nil {
+				defer d.Close()
+			}
+			r = d
+		case "identity", "":
+		default:
+			resp.DecodeError = fmt.Errorf("unknown content-encoding %q", codings[i])
+			return
+		}
+		if err != nil {
+			resp.DecodeError = fmt.Errorf("content-encoding %s: %w", codings[i], err)
+			return
+		}
+	}
+	var out bytes.Buffer
+	n, err := io.Copy(&out, io.LimitReader(r, f.cfg.MaxDecodedSize+1))
+	if n > f.cfg.MaxDecodedSize {
+		out.Truncate(int(f.cfg.MaxDecodedSize))
+		err = fmt.Errorf("decoded body exceeds %d bytes (a compression bomb?)", f.cfg.MaxDecodedSize)
+	}
+	if err != nil && resp.Truncated == "" {
+		resp.DecodeError = fmt.Errorf("content-encoding %s: %w", ce, err)
+	}
+	resp.Body = out.Bytes()
+}
+
+// deflateReader reads "deflate", which servers send both zlib-wrapped (as
+// the RFC says) and raw.
+func deflateReader(r io.Reader) io.Reader {
+	br := bufio.NewReader(r)
+	if h, err := br.Peek(2); err == nil && (uint16(h[0])<<8|uint16(h[1]))%31 == 0 && h[0]&0x0f == 8 {
+		if zr, err := zlib.NewReader(br); err == nil {
+			return zr
+		}
+	}
+	return flate.NewReader(br)
+}
+
+// recorder is the connection reader under the response parser: it keeps
+// every byte read, bounds the header section, and applies the read timeouts.
+type recorder struct {
+	r        net.Conn
+	buf      []byte
+	n        int // bytes read for the current response
+	limit    int // header byte budget; -1 once headers are parsed
+	over     bool
+	idle     time.Duration
+	deadline time.Time
+}
+
+func (r *recorder) start(nc net.Conn, idle time.Duration, deadline time.Time, headerLimit int) {
+	r.r, r.buf, r.n, r.limit, r.over, r.idle, r.deadline = nc, r.buf[:0], 0, headerLimit, false, idle, deadline
+}
+
+func (r *recorder) Read(p []byte) (int, error) {
+	if r.limit >= 0 && r.n >= r.limit {
+		r.over = true
+		return 0, errors.New("header limit")
+	}
+	d := time.Now().Add(r.idle)
+	if !r.deadline.IsZero() && r.deadline.Before(d) {
+		d = r.deadline
+	}
+	r.r.SetReadDeadline(d)
+	n, err := r.r.Read(p)
+	r.buf = append(r.buf, p[:n]...)
+	r.n += n
+	return n, err
+}

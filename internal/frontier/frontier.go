@@ -1,0 +1,624 @@
+// Package frontier is the crawl frontier of one node: per-host queues on
+// disk in pebble, breadth-first within a host, with politeness (connections
+// in flight per host, a delay between requests, Crawl-delay), the URL-seen
+// test and trap limits.
+//
+// Keys, all under "f/":
+//
+//	f/s/<16-byte hash of the URL's identity>  → ""            exact seen set
+//	f/q/<host> 0x00 <depth u16 BE><seq u64 BE> → item          queued URL
+//	f/h/<host>                                 → uvarint       URLs ever queued for host (page limit)
+//	f/n                                        → u64 BE        next sequence number
+//
+// Writes are staged into the caller's indexed batch (Add, Done); after the
+// caller commits it, Committed makes them visible to Next. Only the queue's
+// head of each host is kept in RAM; the rest is read from disk as needed, so
+// RAM per URL is the Bloom filter's ~1.2 bytes plus per-host state.
+package frontier
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bits-and-blooms/bloom/v3"
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// ErrEmpty is returned by Next when nothing is queued and nothing is in flight.
+var ErrEmpty = errors.New("frontier: empty")
+
+// Options tune the frontier; zero values mean the defaults listed.
+type Options struct {
+	PerHostConnections int           // requests in flight per host (default 1)
+	Delay              time.Duration // between the end of a request and the next start, per host
+	MaxDelay           time.Duration // cap on SetHostDelay (default 30s)
+	MaxDepth           int           // drop links deeper than this (0: unlimited)
+	MaxPagesPerHost    int           // URLs ever queued per host (0: unlimited)
+	MaxPathRepeat      int           // drop URLs repeating a path segment more often (default 3)
+	MaxURLLength       int           // default 2048
+	ExpectedURLs       uint          // Bloom filter sizing (default 10,000,000 at 1% false positives)
+	Now                func() time.Time
+}
+
+// Item is a URL to crawl.
+type Item struct {
+	URL   string // canonical absolute URL
+	Key   string // identity for the seen test (e.g. its SURT); URL when empty
+	Host  string // politeness key; queues are per host
+	Depth int    // hops from a seed
+	Via   string // page it was found on
+	Embed bool   // a page requisite
+}
+
+// Lease is an item handed to a worker by Next.
+type Lease struct {
+	Item
+	Seq uint64
+	key []byte // queue key
+}
+
+// Stats are the frontier's counters.
+type Stats struct {
+	Queued   int            // URLs queued (including leased, not yet Done)
+	InFlight int            // leases not yet released
+	Hosts    int            // hosts known
+	Seen     int            // URLs ever queued in this process's view (restored at Open)
+	Dropped  map[string]int // URLs not queued, by reason
+}
+
+const headSize = 64 // queue entries per host kept in RAM
+
+type host struct {
+	name     string
+	queued   int // committed entries not yet Done (incl. leased)
+	total    int // ever queued, for the page limit
+	inflight int
+	readyAt  time.Time
+	delay    time.Duration
+	head     [][]byte // committed queue keys not leased, ascending, ≤ headSize
+	headVals [][]byte
+	diskMore bool            // entries on disk beyond head
+	leased   map[string]bool // keys leased and not yet committed Done
+	heapIdx  int             // -1 when not in the ready heap
+}
+
+// Frontier is safe for concurrent use; Add and Done must come from one
+// goroutine at a time (the committer).
+type Frontier struct {
+	db    *pebble.DB
+	opts  Options
+	mu    sync.Mutex
+	cond  *sync.Cond
+	hosts map[string]*host
+	ready readyHeap
+	seen  *bloom.BloomFilter
+	seq   uint64
+	stats Stats
+	timer *time.Timer
+	// staged by Add/Done into the caller's batch, applied by Committed
+	stagedAdds  []staged
+	stagedDones []Lease
+}
+
+type staged struct {
+	host     string
+	key, val []byte
+}
+
+// Open loads the frontier from db: queue heads, per-host counts and the seen
+// Bloom filter. Leases outstanding when the process stopped are queued again.
+func Open(db *pebble.DB, opts Options) (*Frontier, error) {
+	if opts.PerHostConnections <= 0 {
+		opts.PerHostConnections = 1
+	}
+	if opts.MaxDelay <= 0 {
+		opts.MaxDelay = 30 * time.Second
+	}
+	if opts.MaxPathRepeat <= 0 {
+		opts.MaxPathRepeat = 3
+	}
+	if opts.MaxURLLength <= 0 {
+		opts.MaxURLLength = 2048
+	}
+	if opts.ExpectedURLs == 0 {
+		opts.ExpectedURLs = 10_000_000
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	f := &Frontier{
+		db: db, opts: opts, hosts: map[string]*host{},
+		seen:  bloom.NewWithEstimates(opts.ExpectedURLs, 0.01),
+		stats: Stats{Dropped: map[string]int{}},
+	}
+	f.cond = sync.NewCond(&f.mu)
+	if err := f.load(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *Frontier) load() error {
+	if v, closer, err := f.db.Get([]byte("f/n")); err == nil {
+		if len(v) == 8 {
+			f.seq = binary.BigEndian.Uint64(v)
+		}
+		closer.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	err := f.scan("f/s/", func(k, _ []byte) error {
+		f.seen.Add(k[len("f/s/"):])
+		f.stats.Seen++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = f.scan("f/h/", func(k, v []byte) error {
+		n, _ := binary.Uvarint(v)
+		f.host(string(k[len("f/h/"):])).total = int(n)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = f.scan("f/q/", func(k, v []byte) error {
+		name, _, ok := bytes.Cut(k[len("f/q/"):], []byte{0})
+		if !ok {
+			return fmt.Errorf("frontier: corrupt queue key %q", k)
+		}
+		h := f.host(string(name))
+		h.queued++
+		f.stats.Queued++
+		if len(h.head) < headSize {
+			h.head = append(h.head, bytes.Clone(k))
+			h.headVals = append(h.headVals, bytes.Clone(v))
+		} else {
+			h.diskMore = true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, h := range f.hosts {
+		f.consider(h)
+	}
+	return nil
+}
+
+func (f *Frontier) scan(prefix string, fn func(k, v []byte) error) error {
+	it, err := f.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if err := fn(it.Key(), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+func prefixEnd(p string) []byte {
+	b := []byte(p)
+	b[len(b)-1]++
+	return b
+}
+
+func (f *Frontier) host(name string) *host {
+	h := f.hosts[name]
+	if h == nil {
+		h = &host{name: name, delay: f.opts.Delay, heapIdx: -1, leased: map[string]bool{}}
+		f.hosts[name] = h
+	}
+	return h
+}
+
+// Add stages items into b, an indexed batch the caller commits and then
+// reports with Committed. It returns how many were queued; the rest were
+// seen before or hit a trap limit.
+func (f *Frontier) Add(b *pebble.Batch, items []Item) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	added := 0
+	for _, it := range items {
+		if reason := f.reject(it); reason != "" {
+			f.stats.Dropped[reason]++
+			continue
+		}
+		id := it.Key
+		if id == "" {
+			id = it.URL
+		}
+		sum := sha256.Sum256([]byte(id))
+		hash := sum[:16]
+		seenKey := append([]byte("f/s/"), hash...)
+		if f.seen.Test(hash) {
+			_, closer, err := b.Get(seenKey)
+			if err == nil {
+				closer.Close()
+				f.stats.Dropped["seen"]++
+				continue
+			}
+			if !errors.Is(err, pebble.ErrNotFound) {
+				return added, fmt.Errorf("frontier: seen test: %w", err)
+			}
+		}
+		h := f.host(it.Host)
+		if f.opts.MaxPagesPerHost > 0 && h.total >= f.opts.MaxPagesPerHost {
+			f.stats.Dropped["host-limit"]++
+			continue
+		}
+		f.seq++
+		key := queueKey(it.Host, it.Depth, f.seq)
+		val := encodeItem(it)
+		h.total++
+		if err := errors.Join(
+			b.Set(seenKey, nil, nil),
+			b.Set(key, val, nil),
+			b.Set([]byte("f/h/"+it.Host), binary.AppendUvarint(nil, uint64(h.total)), nil),
+			b.Set([]byte("f/n"), binary.BigEndian.AppendUint64(nil, f.seq), nil),
+		); err != nil {
+			return added, fmt.Errorf("frontier: %w", err)
+		}
+		f.seen.Add(hash)
+		f.stats.Seen++
+		f.stagedAdds = append(f.stagedAdds, staged{host: it.Host, key: key, val: val})
+		added++
+	}
+	return added, nil
+}
+
+// reject gives the trap rule an item breaks, or "".
+func (f *Frontier) reject(it Item) string {
+	switch {
+	case len(it.URL) > f.opts.MaxURLLength:
+		return "length"
+	case f.opts.MaxDepth > 0 && it.Depth > f.opts.MaxDepth:
+		return "depth"
+	case repeatsSegment(it.URL, f.opts.MaxPathRepeat):
+		return "repeat"
+	case it.Host == "":
+		return "no-host"
+	}
+	return ""
+}
+
+// repeatsSegment reports whether a path segment occurs more than max times
+// (/a/b/a/b/a/b/a/b… and /x/x/x/x are the shapes of crawler traps).
+func repeatsSegment(u string, max int) bool {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return false
+	}
+	p := u[i+3:]
+	j := strings.IndexByte(p, '/')
+	if j < 0 {
+		return false
+	}
+	p = p[j:]
+	if q := strings.IndexAny(p, "?#"); q >= 0 {
+		p = p[:q]
+	}
+	if strings.Count(p, "/") <= max {
+		return false
+	}
+	counts := map[string]int{}
+	for _, s := range strings.Split(p, "/") {
+		if s == "" {
+			continue
+		}
+		if counts[s]++; counts[s] > max {
+			return true
+		}
+	}
+	return false
+}
+
+// Done stages the removal of a fetched lease's queue entry into b.
+func (f *Frontier) Done(b *pebble.Batch, l Lease) error {
+	if err := b.Delete(l.key, nil); err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	f.mu.Lock()
+	f.stagedDones = append(f.stagedDones, l)
+	f.mu.Unlock()
+	return nil
+}
+
+// Committed tells the frontier that the batch holding its staged Adds and
+// Dones is durable: new URLs become available to Next.
+func (f *Frontier) Committed() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.stagedDones {
+		h := f.host(l.Host)
+		delete(h.leased, string(l.key))
+		h.queued--
+		f.stats.Queued--
+	}
+	for _, s := range f.stagedAdds {
+		h := f.host(s.host)
+		h.queued++
+		f.stats.Queued++
+		h.insertHead(s.key, s.val)
+		f.consider(h)
+	}
+	f.stagedAdds, f.stagedDones = f.stagedAdds[:0], f.stagedDones[:0]
+	f.cond.Broadcast()
+}
+
+// insertHead puts a committed entry into the RAM head if it belongs there;
+// otherwise it stays on disk for a later refill. A refill may already have
+// read it from disk (between the caller's commit and Committed): then it is
+// in the head or leased, and is not inserted twice.
+func (h *host) insertHead(key, val []byte) {
+	if h.leased[string(key)] {
+		return
+	}
+	n := len(h.head)
+	if h.diskMore && (n == 0 || bytes.Compare(key, h.head[n-1]) > 0) {
+		return
+	}
+	i := n
+	for i > 0 && bytes.Compare(h.head[i-1], key) > 0 {
+		i--
+	}
+	if i > 0 && bytes.Equal(h.head[i-1], key) {
+		return
+	}
+	if n == headSize {
+		if i == n {
+			h.diskMore = true
+			return
+		}
+		h.head, h.headVals = h.head[:n-1], h.headVals[:n-1] // the old tail stays on disk
+		h.diskMore = true
+	}
+	h.head = append(h.head, nil)
+	h.headVals = append(h.headVals, nil)
+	copy(h.head[i+1:], h.head[i:])
+	copy(h.headVals[i+1:], h.headVals[i:])
+	h.head[i], h.headVals[i] = key, val
+}
+
+// refill reads the next queue entries of h from disk, skipping leased ones.
+func (f *Frontier) refill(h *host) error {
+	prefix := "f/q/" + h.name + "\x00"
+	it, err := f.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	defer it.Close()
+	h.head, h.headVals, h.diskMore = h.head[:0], h.headVals[:0], false
+	for it.First(); it.Valid(); it.Next() {
+		if h.leased[string(it.Key())] {
+			continue
+		}
+		if len(h.head) == headSize {
+			h.diskMore = true
+			break
+		}
+		h.head = append(h.head, bytes.Clone(it.Key()))
+		h.headVals = append(h.headVals, bytes.Clone(it.Value()))
+	}
+	return it.Error()
+}
+
+func (h *host) available() bool { return len(h.head) > 0 || h.diskMore }
+
+// consider puts h in the ready heap if it has work and a free connection.
+func (f *Frontier) consider(h *host) {
+	if h.heapIdx < 0 && h.available() && h.inflight < f.opts.PerHostConnections {
+		heap.Push(&f.ready, h)
+	}
+}
+
+// Next blocks until a host may be fetched and returns its next URL.
+func (f *Frontier) Next(ctx context.Context) (Lease, error) {
+	stop := context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		f.cond.Broadcast()
+		f.mu.Unlock()
+	})
+	defer stop()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		if err := ctx.Err(); err != nil {
+			return Lease{}, err
+		}
+		if len(f.ready) == 0 {
+			if f.stats.InFlight == 0 {
+				return Lease{}, ErrEmpty
+			}
+			f.cond.Wait()
+			continue
+		}
+		h := f.ready[0]
+		now := f.opts.Now()
+		if wait := h.readyAt.Sub(now); wait > 0 {
+			f.wakeAt(wait)
+			f.cond.Wait()
+			continue
+		}
+		heap.Pop(&f.ready)
+		if len(h.head) == 0 {
+			if err := f.refill(h); err != nil {
+				return Lease{}, err
+			}
+			if len(h.head) == 0 {
+				continue
+			}
+		}
+		key, val := h.head[0], h.headVals[0]
+		h.head, h.headVals = h.head[1:], h.headVals[1:]
+		it, err := decodeItem(val)
+		if err != nil {
+			return Lease{}, fmt.Errorf("frontier: entry %q: %w", key, err)
+		}
+		it.Host = h.name
+		h.leased[string(key)] = true
+		h.inflight++
+		f.stats.InFlight++
+		f.consider(h)
+		return Lease{Item: it, Seq: binary.BigEndian.Uint64(key[len(key)-8:]), key: key}, nil
+	}
+}
+
+// wakeAt arranges a broadcast after d, for waiters on a host's delay.
+func (f *Frontier) wakeAt(d time.Duration) {
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+	f.timer = time.AfterFunc(d, func() {
+		f.mu.Lock()
+		f.cond.Broadcast()
+		f.mu.Unlock()
+	})
+}
+
+// Release ends a lease's request: the host's next request may start after its delay.
+func (f *Frontier) Release(l Lease) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.host(l.Host)
+	h.inflight--
+	f.stats.InFlight--
+	h.readyAt = f.opts.Now().Add(h.delay)
+	if h.heapIdx >= 0 {
+		heap.Fix(&f.ready, h.heapIdx)
+	}
+	f.consider(h)
+	f.cond.Broadcast()
+}
+
+// SetHostDelay sets a host's delay (from robots.txt Crawl-delay), never
+// below Options.Delay nor above Options.MaxDelay.
+func (f *Frontier) SetHostDelay(name string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.host(name).delay = max(f.opts.Delay, min(d, f.opts.MaxDelay))
+}
+
+// Stats returns the frontier's counters.
+func (f *Frontier) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.stats
+	s.Hosts = len(f.hosts)
+	s.Dropped = make(map[string]int, len(f.stats.Dropped))
+	for k, v := range f.stats.Dropped {
+		s.Dropped[k] = v
+	}
+	return s
+}
+
+// Close stops the frontier's timer; the database belongs to the caller.
+func (f *Frontier) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+	return nil
+}
+
+// PebbleOptions are the pebble settings a crawling node opens its database
+// with: a modest cache and memtable, so the frontier's RAM per URL stays small.
+func PebbleOptions() *pebble.Options {
+	return &pebble.Options{
+		Cache:        pebble.NewCache(32 << 20),
+		MemTableSize: 16 << 20,
+		Logger:       quietLogger{},
+	}
+}
+
+// quietLogger drops pebble's informational messages (WAL replay and the
+// like), which would interleave with the crawler's progress line; errors are
+// still returned to callers, and fatal ones still stop the process.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+func queueKey(host string, depth int, seq uint64) []byte {
+	k := make([]byte, 0, 4+len(host)+1+2+8)
+	k = append(k, "f/q/"...)
+	k = append(k, host...)
+	k = append(k, 0)
+	k = binary.BigEndian.AppendUint16(k, uint16(min(depth, 0xffff)))
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+func encodeItem(it Item) []byte {
+	b := make([]byte, 0, 8+len(it.URL)+len(it.Via)+len(it.Key))
+	b = binary.AppendUvarint(b, uint64(it.Depth))
+	flags := byte(0)
+	if it.Embed {
+		flags = 1
+	}
+	b = append(b, flags)
+	for _, s := range []string{it.URL, it.Via, it.Key} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+var errCorrupt = errors.New("corrupt item")
+
+func decodeItem(b []byte) (Item, error) {
+	var it Item
+	d, n := binary.Uvarint(b)
+	if n <= 0 || len(b) < n+1 {
+		return it, errCorrupt
+	}
+	it.Depth, it.Embed = int(d), b[n] == 1
+	b = b[n+1:]
+	for _, s := range []*string{&it.URL, &it.Via, &it.Key} {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < l {
+			return it, errCorrupt
+		}
+		*s = string(b[n : n+int(l)])
+		b = b[n+int(l):]
+	}
+	return it, nil
+}
+
+// readyHeap orders hosts by when they may next be fetched.
+type readyHeap []*host
+
+func (r readyHeap) Len() int           { return len(r) }
+func (r readyHeap) Less(i, j int) bool { return r[i].readyAt.Before(r[j].readyAt) }
+func (r readyHeap) Swap(i, j int) {
+	r[i], r[j] = r[j], r[i]
+	r[i].heapIdx, r[j].heapIdx = i, j
+}
+func (r *readyHeap) Push(x any) {
+	h := x.(*host)
+	h.heapIdx = len(*r)
+	*r = append(*r, h)
+}
+func (r *readyHeap) Pop() any {
+	old := *r
+	h := old[len(old)-1]
+	*r = old[:len(old)-1]
+	h.heapIdx = -1
+	return h
+}

@@ -1,0 +1,167 @@
+// Package urlkey gives URLs their identity in waggle: the canonical form that
+// is fetched and deduplicated (WHATWG URL parsing), and the SURT key under
+// which captures are indexed (the key pywb, warcio and IA's surt library use).
+package urlkey
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strings"
+
+	whatwg "github.com/nlnwa/whatwg-url/url"
+	"golang.org/x/net/publicsuffix"
+)
+
+// MaxURLLength bounds a canonical URL; longer ones are refused (a trap sign,
+// and no server is obliged to accept them).
+const MaxURLLength = 2048
+
+// Errors of Canonical.
+var (
+	ErrScheme  = errors.New("urlkey: not an http or https URL")
+	ErrNoHost  = errors.New("urlkey: URL has no host")
+	ErrTooLong = errors.New("urlkey: URL too long")
+)
+
+// Canonical resolves ref against base (base may be empty) and returns the
+// canonical absolute URL: WHATWG-parsed (lowercase host, punycode, normalized
+// IPv4/IPv6, dot segments resolved, percent-encoding normalized, default port
+// dropped), without fragment and credentials, with "/" for an empty path. The
+// query keeps its order: reordering it may change what the server returns.
+func Canonical(base, ref string) (string, error) {
+	if len(ref) > 4*MaxURLLength || len(base) > 4*MaxURLLength {
+		return "", ErrTooLong
+	}
+	var u *whatwg.Url
+	var err error
+	if base == "" {
+		u, err = whatwg.Parse(ref)
+	} else {
+		u, err = whatwg.ParseRef(base, ref)
+	}
+	if err != nil {
+		return "", fmt.Errorf("urlkey: %w", err)
+	}
+	if s := u.Scheme(); s != "http" && s != "https" {
+		return "", ErrScheme
+	}
+	if u.Hostname() == "" {
+		return "", ErrNoHost
+	}
+	u.SetUsername("")
+	u.SetPassword("")
+	s := u.Href(true)
+	if len(s) > MaxURLLength {
+		return "", ErrTooLong
+	}
+	return s, nil
+}
+
+// Host returns the host of a canonical URL, with ":port" when the port is not
+// the scheme's default: the unit of politeness and of ring ownership.
+func Host(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return ""
+	}
+	rest := u[i+3:]
+	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+		rest = rest[:j]
+	}
+	if k := strings.LastIndexByte(rest, '@'); k >= 0 {
+		rest = rest[k+1:]
+	}
+	return strings.ToLower(rest)
+}
+
+// Domain returns the registrable domain (eTLD+1) of a host (port ignored);
+// an IP address or a name that is itself a public suffix is its own domain.
+func Domain(host string) string {
+	h := host
+	if hn, _, err := net.SplitHostPort(host); err == nil {
+		h = hn
+	}
+	h = strings.Trim(h, "[]")
+	if net.ParseIP(h) != nil {
+		return h
+	}
+	d, err := publicsuffix.EffectiveTLDPlusOne(h)
+	if err != nil {
+		return h
+	}
+	return d
+}
+
+var (
+	wwwPrefix = regexp.MustCompile(`^www\d*\.`)
+	// IA's canonicalizer strips these session ids (surt/IAURLCanonicalizer.py).
+	pathSessionIDs = []*regexp.Regexp{
+		regexp.MustCompile(`(?i)^(.*/)(\((?:[a-z]\([0-9a-z]{24}\))+\)/)([^?]+\.aspx.*)$`),
+		regexp.MustCompile(`(?i)^(.*/)(\([0-9a-z]{24}\)/)([^?]+\.aspx.*)$`),
+	}
+	querySessionIDs = []*regexp.Regexp{
+		regexp.MustCompile(`(?i)^(.*)(?:jsessionid=[0-9a-zA-Z]{32})(?:&(.*))?$`),
+		regexp.MustCompile(`(?i)^(.*)(?:phpsessid=[0-9a-zA-Z]{32})(?:&(.*))?$`),
+		regexp.MustCompile(`(?i)^(.*)(?:sid=[0-9a-zA-Z]{32})(?:&(.*))?$`),
+		regexp.MustCompile(`(?i)^(.*)(?:aspsessionid[a-zA-Z]{8}=[a-zA-Z]{24})(?:&(.*))?$`),
+		regexp.MustCompile(`(?i)^(.*)(?:cfid=[^&]+&cftoken=[^&]+)(?:&(.*))?$`),
+	}
+	pathJsessionID = regexp.MustCompile(`(?i);jsessionid=[0-9a-z]{32}`)
+)
+
+// SURT returns the Sort-friendly URI Reordering Transform key of a URL, as
+// IA's surt library makes it by default and pywb indexes it:
+// "http://www.Example.com/a?b=2&a=1" → "com,example)/a?a=1&b=2".
+func SURT(raw string) (string, error) {
+	c, err := Canonical("", raw)
+	if err != nil {
+		return "", err
+	}
+	u, err := whatwg.Parse(c)
+	if err != nil {
+		return "", fmt.Errorf("urlkey: %w", err)
+	}
+	host := strings.ToLower(strings.Trim(u.Hostname(), "."))
+	host = wwwPrefix.ReplaceAllString(host, "")
+	var hostKey string
+	if u.IsIPv4() || u.IsIPv6() {
+		hostKey = host
+	} else {
+		parts := strings.Split(host, ".")
+		for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+			parts[i], parts[j] = parts[j], parts[i]
+		}
+		hostKey = strings.Join(parts, ",")
+	}
+	if p := u.Port(); p != "" {
+		hostKey += ":" + p
+	}
+	path := strings.ToLower(u.Pathname())
+	path = pathJsessionID.ReplaceAllString(path, "")
+	for _, re := range pathSessionIDs {
+		path = re.ReplaceAllString(path, "$1$3")
+	}
+	if path == "" {
+		path = "/"
+	}
+	key := hostKey + ")" + path
+	if q := strings.ToLower(u.Query()); q != "" {
+		for _, re := range querySessionIDs {
+			q = re.ReplaceAllString(q, "$1$2")
+		}
+		var args []string
+		for _, a := range strings.Split(q, "&") {
+			if a != "" {
+				args = append(args, a)
+			}
+		}
+		sort.Strings(args)
+		if len(args) > 0 {
+			key += "?" + strings.Join(args, "&")
+		}
+	}
+	return key, nil
+}

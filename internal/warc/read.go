@@ -1,0 +1,306 @@
+package warc
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha1"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// MaxBlock is the largest content block a Reader accepts by default.
+const MaxBlock = 1 << 30
+
+const maxHeaderBytes = 1 << 20
+
+// Reader reads records from a WARC file: gzip with a member per record (or
+// one stream for the whole file) or uncompressed; WARC/1.0 or 1.1.
+type Reader struct {
+	src         *countingReader
+	compressed  bool
+	gz          *gzip.Reader
+	cur         *bufio.Reader // decompressed current member, or the plain stream
+	memberStart int64
+	MaxBlock    int64 // reject larger blocks (default MaxBlock)
+}
+
+// countingReader counts the bytes consumed from a buffered source; being a
+// ByteReader, the gzip decoder reads exactly one member's bytes from it.
+type countingReader struct {
+	br *bufio.Reader
+	n  int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.br.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.br.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
+}
+
+// NewReader returns a Reader of r.
+func NewReader(r io.Reader) (*Reader, error) {
+	src := &countingReader{br: bufio.NewReaderSize(r, 64<<10)}
+	magic, _ := src.br.Peek(2)
+	rd := &Reader{src: src, MaxBlock: MaxBlock}
+	rd.compressed = len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b
+	if !rd.compressed {
+		rd.cur = bufio.NewReaderSize(src, 64<<10)
+	}
+	return rd, nil
+}
+
+// Next returns the next record and where it lies. Location.Length is 0 for
+// records that do not fill a gzip member of their own. At the end it
+// returns io.EOF; a malformed or cut-off record gives an error naming its offset.
+func (r *Reader) Next() (*Record, Location, error) {
+	if !r.compressed {
+		start := r.src.n - int64(r.cur.Buffered())
+		rec, err := readRecord(r.cur, r.MaxBlock)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, Location{}, io.EOF
+			}
+			return nil, Location{}, fmt.Errorf("warc: record at offset %d: %w", start, err)
+		}
+		end := r.src.n - int64(r.cur.Buffered())
+		return rec, Location{Offset: start, Length: end - start}, nil
+	}
+	for {
+		if r.cur == nil {
+			if _, err := r.src.br.Peek(1); err != nil {
+				return nil, Location{}, io.EOF
+			}
+			r.memberStart = r.src.n
+			var err error
+			if r.gz == nil {
+				r.gz, err = gzip.NewReader(r.src)
+			} else {
+				err = r.gz.Reset(r.src)
+			}
+			if err != nil {
+				return nil, Location{}, fmt.Errorf("warc: gzip member at offset %d: %w", r.memberStart, err)
+			}
+			r.gz.Multistream(false)
+			r.cur = bufio.NewReaderSize(r.gz, 64<<10)
+		}
+		rec, err := readRecord(r.cur, r.MaxBlock)
+		if errors.Is(err, io.EOF) {
+			r.cur = nil // an empty remainder of a member
+			continue
+		}
+		if err != nil {
+			return nil, Location{}, fmt.Errorf("warc: record in gzip member at offset %d: %w", r.memberStart, err)
+		}
+		loc := Location{Offset: r.memberStart}
+		// If the member ends here, this record had it to itself.
+		if _, perr := r.cur.Peek(1); perr != nil {
+			if !errors.Is(perr, io.EOF) {
+				return nil, Location{}, fmt.Errorf("warc: gzip member at offset %d: %w", r.memberStart, perr)
+			}
+			loc.Length = r.src.n - r.memberStart
+			r.cur = nil
+		}
+		return rec, loc, nil
+	}
+}
+
+// readRecord reads one record; io.EOF when only blank lines remain.
+func readRecord(br *bufio.Reader, maxBlock int64) (*Record, error) {
+	var line string
+	for {
+		l, err := readLine(br)
+		if err != nil {
+			if errors.Is(err, io.EOF) && l == "" {
+				return nil, io.EOF
+			}
+			return nil, unexpected(err)
+		}
+		if l != "" {
+			line = l
+			break
+		}
+	}
+	if !strings.HasPrefix(line, "WARC/") {
+		return nil, fmt.Errorf("not a WARC record: starts with %s", quote(line))
+	}
+	rec := &Record{}
+	total := len(line)
+	for {
+		l, err := readLine(br)
+		if err != nil {
+			return nil, unexpected(err)
+		}
+		if l == "" {
+			break
+		}
+		if total += len(l); total > maxHeaderBytes {
+			return nil, errors.New("record header too large")
+		}
+		if (l[0] == ' ' || l[0] == '\t') && len(rec.Header.fields) > 0 {
+			last := &rec.Header.fields[len(rec.Header.fields)-1]
+			last.Value += " " + strings.TrimSpace(l)
+			continue
+		}
+		name, value, ok := strings.Cut(l, ":")
+		if !ok || !validName(name) {
+			return nil, fmt.Errorf("malformed header line %s", quote(l))
+		}
+		rec.Header.fields = append(rec.Header.fields, Field{Name: name, Value: strings.TrimSpace(value)})
+	}
+	cl, err := strconv.ParseInt(rec.Header.Get("Content-Length"), 10, 64)
+	if err != nil || cl < 0 {
+		return nil, fmt.Errorf("bad Content-Length %s", quote(rec.Header.Get("Content-Length")))
+	}
+	if cl > maxBlock {
+		return nil, fmt.Errorf("content block of %d bytes is over the %d-byte limit", cl, maxBlock)
+	}
+	var block bytes.Buffer
+	if n, err := io.CopyN(&block, br, cl); err != nil {
+		return nil, fmt.Errorf("content block cut off after %d of %d bytes: %w", n, cl, unexpected(err))
+	}
+	rec.Block = block.Bytes()
+	for range 2 { // the record's closing CRLF CRLF (LF alone tolerated)
+		if b, _ := br.Peek(1); len(b) == 1 && b[0] == '\r' {
+			br.Discard(1)
+		}
+		if b, _ := br.Peek(1); len(b) == 1 && b[0] == '\n' {
+			br.Discard(1)
+		}
+	}
+	return rec, nil
+}
+
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// readLine reads a line without its CRLF or LF, up to maxHeaderBytes.
+func readLine(br *bufio.Reader) (string, error) {
+	var long []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if long = append(long, frag...); len(long) > maxHeaderBytes {
+				return "", errors.New("header line too long")
+			}
+			continue
+		}
+		if err != nil {
+			if len(frag)+len(long) > 0 && errors.Is(err, io.EOF) {
+				return "", io.ErrUnexpectedEOF
+			}
+			return "", err
+		}
+		line := string(append(long, frag...))
+		return strings.TrimRight(line, "\r\n"), nil
+	}
+}
+
+// ReadAt reads the record at loc in dir and checks its block digest.
+func ReadAt(dir string, loc Location) (*Record, error) {
+	f, err := os.Open(filepath.Join(dir, filepath.Base(loc.Segment)))
+	if err != nil {
+		return nil, fmt.Errorf("warc: %w", err)
+	}
+	defer f.Close()
+	length := loc.Length
+	if length <= 0 {
+		length = 1 << 62
+	}
+	r, err := NewReader(io.NewSectionReader(f, loc.Offset, length))
+	if err != nil {
+		return nil, err
+	}
+	rec, _, err := r.Next()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("warc: %s at %d: %w", loc.Segment, loc.Offset, err)
+	}
+	if err := verifyBlock(rec); err != nil {
+		return nil, fmt.Errorf("%w: %s at offset %d", err, loc.Segment, loc.Offset)
+	}
+	return rec, nil
+}
+
+// verifyBlock checks a sha1 WARC-Block-Digest (other algorithms are not checked).
+func verifyBlock(rec *Record) error {
+	d := rec.Header.Get("WARC-Block-Digest")
+	alg, want, ok := strings.Cut(d, ":")
+	if !ok || !strings.EqualFold(alg, "sha1") {
+		return nil
+	}
+	sum := sha1.Sum(rec.Block)
+	got := base32.StdEncoding.EncodeToString(sum[:])
+	if !strings.EqualFold(got, want) && !strings.EqualFold(fmt.Sprintf("%x", sum), want) {
+		return ErrDigestMismatch
+	}
+	return nil
+}
+
+// RepairResult says what Repair kept and cut.
+type RepairResult struct {
+	Records int
+	Size    int64 // bytes kept
+	Cut     int64 // bytes removed from the tail
+}
+
+// Repair truncates a segment after its last complete, valid record, so a
+// torn tail left by a crash is cut off and the file reads cleanly.
+func Repair(path string) (RepairResult, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return RepairResult{}, fmt.Errorf("warc: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return RepairResult{}, fmt.Errorf("warc: %w", err)
+	}
+	r, err := NewReader(f)
+	if err != nil {
+		return RepairResult{}, err
+	}
+	var res RepairResult
+	for {
+		rec, loc, err := r.Next()
+		if err != nil {
+			break
+		}
+		if loc.Length == 0 || verifyBlock(rec) != nil {
+			break // part of a multi-record member, or corrupt: stop at the last clean boundary
+		}
+		res.Records++
+		res.Size = loc.Offset + loc.Length
+	}
+	if res.Size < fi.Size() {
+		res.Cut = fi.Size() - res.Size
+		if err := f.Truncate(res.Size); err != nil {
+			return res, fmt.Errorf("warc: truncate %s: %w", path, err)
+		}
+		if err := f.Sync(); err != nil {
+			return res, fmt.Errorf("warc: %w", err)
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,204 @@
+package warc
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Digest returns the WARC digest of b as wget, warcio and Heritrix write it:
+// "sha1:" and the base-32 SHA-1.
+func Digest(b []byte) string {
+	sum := sha1.Sum(b)
+	return "sha1:" + base32.StdEncoding.EncodeToString(sum[:])
+}
+
+// newID returns a fresh record ID, a random (version 4) UUID URN.
+func newID() string {
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		panic("warc: no randomness: " + err.Error()) // crypto/rand does not fail on supported systems
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return fmt.Sprintf("<urn:uuid:%x-%x-%x-%x-%x>", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+// newRecord fills the fields every record has.
+func newRecord(typ, uri string, date time.Time, contentType string, block []byte) *Record {
+	r := &Record{Block: block}
+	r.Header.Set("WARC-Type", typ)
+	r.Header.Set("WARC-Record-ID", newID())
+	r.Header.Set("WARC-Date", FormatDate(date))
+	if uri != "" {
+		r.Header.Set("WARC-Target-URI", uri)
+	}
+	if contentType != "" {
+		r.Header.Set("Content-Type", contentType)
+	}
+	r.Header.Set("WARC-Block-Digest", Digest(block))
+	r.Header.Set("Content-Length", strconv.Itoa(len(block)))
+	return r
+}
+
+// NewWarcinfo returns a warcinfo record describing a file.
+func NewWarcinfo(filename string, fields []Field) *Record {
+	r := newRecord(TypeWarcinfo, "", time.Now(), "application/warc-fields", warcFields(fields))
+	r.Header.Set("WARC-Filename", filename)
+	return r
+}
+
+// NewRequest returns a request record holding a raw HTTP request.
+func NewRequest(uri string, date time.Time, raw []byte) *Record {
+	return newRecord(TypeRequest, uri, date, "application/http;msgtype=request", raw)
+}
+
+// NewResponse returns a response record holding a raw HTTP response, with
+// its payload digest (the entity body, chunked framing removed).
+func NewResponse(uri string, date time.Time, raw []byte) (*Record, error) {
+	r := newRecord(TypeResponse, uri, date, "application/http;msgtype=response", raw)
+	payload, _, err := HTTPPayload(raw)
+	if err != nil {
+		return nil, fmt.Errorf("warc: response for %s: %w", uri, err)
+	}
+	r.Header.Set("WARC-Payload-Digest", Digest(payload))
+	return r, nil
+}
+
+// RefersTo names the record a revisit refers to.
+type RefersTo struct {
+	ID, URI string
+	Date    time.Time
+}
+
+// NewRevisit returns a revisit record: the HTTP response headers of a
+// capture whose payload is stored in an earlier record.
+func NewRevisit(uri string, date time.Time, profile string, rawHeaders []byte, payloadDigest string, refersTo RefersTo) *Record {
+	r := newRecord(TypeRevisit, uri, date, "application/http;msgtype=response", rawHeaders)
+	r.Header.Set("WARC-Profile", profile)
+	if payloadDigest != "" {
+		r.Header.Set("WARC-Payload-Digest", payloadDigest)
+	}
+	if refersTo.ID != "" {
+		r.Header.Set("WARC-Refers-To", refersTo.ID)
+	}
+	if refersTo.URI != "" {
+		r.Header.Set("WARC-Refers-To-Target-URI", refersTo.URI)
+	}
+	if !refersTo.Date.IsZero() {
+		r.Header.Set("WARC-Refers-To-Date", FormatDate(refersTo.Date))
+	}
+	return r
+}
+
+// NewMetadata returns a metadata record of named fields about uri.
+func NewMetadata(uri string, date time.Time, fields []Field) *Record {
+	return newRecord(TypeMetadata, uri, date, "application/warc-fields", warcFields(fields))
+}
+
+func warcFields(fields []Field) []byte {
+	var b bytes.Buffer
+	for _, f := range fields {
+		b.WriteString(f.Name)
+		b.WriteString(": ")
+		b.WriteString(cleanValue(f.Value))
+		b.WriteString("\r\n")
+	}
+	return b.Bytes()
+}
+
+// HTTPHeaderEnd returns the index just after the blank line that ends the
+// header section of a raw HTTP message, or -1.
+func HTTPHeaderEnd(raw []byte) int {
+	if i := bytes.Index(raw, []byte("\r\n\r\n")); i >= 0 {
+		return i + 4
+	}
+	if i := bytes.Index(raw, []byte("\n\n")); i >= 0 {
+		return i + 2
+	}
+	return -1
+}
+
+// HTTPPayload returns the entity body of a raw HTTP/1.x response: the bytes
+// after the header section with chunked transfer-coding removed (a content
+// coding such as gzip is kept; that is the payload). A message cut short
+// gives what is there and truncated=true.
+func HTTPPayload(raw []byte) (payload []byte, truncated bool, err error) {
+	end := HTTPHeaderEnd(raw)
+	if end < 0 {
+		return nil, true, nil // headers cut off: no payload
+	}
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(raw[:end])))
+	if _, err := tp.ReadLine(); err != nil {
+		return nil, false, fmt.Errorf("http status line: %w", err)
+	}
+	h, err := tp.ReadMIMEHeader()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, false, fmt.Errorf("http headers: %w", err)
+	}
+	body := raw[end:]
+	te := strings.ToLower(http.Header(h).Get("Transfer-Encoding"))
+	if !strings.Contains(te, "chunked") {
+		return body, false, nil
+	}
+	return dechunk(body)
+}
+
+// dechunk removes chunked framing, tolerating a cut-off tail.
+func dechunk(b []byte) ([]byte, bool, error) {
+	var out []byte
+	for {
+		nl := bytes.IndexByte(b, '\n')
+		if nl < 0 {
+			return out, true, nil
+		}
+		line := strings.TrimSpace(string(b[:nl]))
+		if i := strings.IndexByte(line, ';'); i >= 0 {
+			line = line[:i]
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(line), 16, 64)
+		if err != nil || n < 0 {
+			return out, true, nil // not chunked after all, or garbage: keep what we have
+		}
+		b = b[nl+1:]
+		if n == 0 {
+			return out, false, nil
+		}
+		if int64(len(b)) < n {
+			return append(out, b...), true, nil
+		}
+		out = append(out, b[:n]...)
+		b = b[n:]
+		b = bytes.TrimPrefix(b, []byte("\r"))
+		b = bytes.TrimPrefix(b, []byte("\n"))
+	}
+}
+
+// marshal renders r in WARC 1.1 wire form.
+func (r *Record) marshal(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 4096)
+	bw.WriteString("WARC/1.1\r\n")
+	for _, f := range r.Header.fields {
+		if strings.EqualFold(f.Name, "Content-Length") {
+			continue
+		}
+		bw.WriteString(f.Name)
+		bw.WriteString(": ")
+		bw.WriteString(cleanValue(f.Value))
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("Content-Length: " + strconv.Itoa(len(r.Block)) + "\r\n\r\n")
+	bw.Write(r.Block)
+	bw.WriteString("\r\n\r\n")
+	return bw.Flush()
+}

@@ -1,0 +1,191 @@
+package warc
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// WriterOptions configure a Writer; zero values mean the defaults listed.
+type WriterOptions struct {
+	Prefix         string           // file name prefix (default "waggle")
+	MaxSegmentSize int64            // roll to a new segment past this size (default 1 GiB)
+	Info           []Field          // warcinfo fields for each segment
+	Now            func() time.Time // default time.Now
+}
+
+// Location is where a record's gzip member lies.
+type Location struct {
+	Segment string // file base name
+	Offset  int64
+	Length  int64
+}
+
+// Writer appends records to rolling segments, one gzip member per record.
+// It is not safe for concurrent use.
+type Writer struct {
+	dir    string
+	opts   WriterOptions
+	f      *os.File
+	name   string
+	size   int64
+	infoID string
+	buf    bytes.Buffer
+	gz     *gzip.Writer
+	rolled bool // a segment was created since the last Sync: the directory needs one too
+}
+
+// NewWriter starts a new segment in dir. It never appends to an existing
+// file: after a crash the next run begins a fresh segment.
+func NewWriter(dir string, opts WriterOptions) (*Writer, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "waggle"
+	}
+	if opts.MaxSegmentSize <= 0 {
+		opts.MaxSegmentSize = 1 << 30
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	w := &Writer{dir: dir, opts: opts}
+	w.gz, _ = gzip.NewWriterLevel(&w.buf, gzip.DefaultCompression)
+	if err := w.roll(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// nextSeq returns one more than the highest sequence number of the prefix's segments in dir.
+func (w *Writer) nextSeq() (int, error) {
+	matches, err := filepath.Glob(filepath.Join(w.dir, w.opts.Prefix+"-*.warc.gz"))
+	if err != nil {
+		return 0, err
+	}
+	seq := 0
+	for _, m := range matches {
+		base := strings.TrimSuffix(filepath.Base(m), ".warc.gz")
+		i := strings.LastIndexByte(base, '-')
+		if n, err := strconv.Atoi(base[i+1:]); err == nil && n > seq {
+			seq = n
+		}
+	}
+	return seq + 1, nil
+}
+
+// Segments lists a directory's segment files in the order they were written.
+func Segments(dir string) ([]string, error) {
+	matches, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if err != nil {
+		return nil, err
+	}
+	seq := func(p string) int {
+		base := strings.TrimSuffix(filepath.Base(p), ".warc.gz")
+		n, _ := strconv.Atoi(base[strings.LastIndexByte(base, '-')+1:])
+		return n
+	}
+	sort.Slice(matches, func(i, j int) bool { return seq(matches[i]) < seq(matches[j]) })
+	return matches, nil
+}
+
+func (w *Writer) roll() error {
+	if w.f != nil {
+		if err := w.f.Sync(); err != nil {
+			return fmt.Errorf("warc: %w", err)
+		}
+		if err := w.f.Close(); err != nil {
+			return fmt.Errorf("warc: %w", err)
+		}
+		w.f = nil
+	}
+	seq, err := w.nextSeq()
+	if err != nil {
+		return fmt.Errorf("warc: %w", err)
+	}
+	name := fmt.Sprintf("%s-%s-%05d.warc.gz", w.opts.Prefix, w.opts.Now().UTC().Format("20060102150405"), seq)
+	f, err := os.OpenFile(filepath.Join(w.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("warc: %w", err)
+	}
+	w.f, w.name, w.size, w.rolled = f, name, 0, true
+	info := NewWarcinfo(name, w.opts.Info)
+	w.infoID = info.ID()
+	if _, err := w.write(info); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Segment is the name of the segment being written.
+func (w *Writer) Segment() string { return w.name }
+
+// Write appends rec as one gzip member, rolling to a new segment first if
+// this one is full. The record is not durable until Sync.
+func (w *Writer) Write(rec *Record) (Location, error) {
+	if w.size > 0 && w.size >= w.opts.MaxSegmentSize {
+		if err := w.roll(); err != nil {
+			return Location{}, err
+		}
+	}
+	if rec.Header.Get("WARC-Warcinfo-ID") == "" {
+		rec.Header.Set("WARC-Warcinfo-ID", w.infoID)
+	}
+	return w.write(rec)
+}
+
+func (w *Writer) write(rec *Record) (Location, error) {
+	w.buf.Reset()
+	w.gz.Reset(&w.buf)
+	if err := rec.marshal(w.gz); err != nil {
+		return Location{}, fmt.Errorf("warc: %w", err)
+	}
+	if err := w.gz.Close(); err != nil {
+		return Location{}, fmt.Errorf("warc: %w", err)
+	}
+	n, err := w.f.Write(w.buf.Bytes())
+	loc := Location{Segment: w.name, Offset: w.size, Length: int64(n)}
+	w.size += int64(n)
+	if err != nil {
+		return Location{}, fmt.Errorf("warc: write %s: %w", w.name, err)
+	}
+	return loc, nil
+}
+
+// Sync makes everything written so far durable.
+func (w *Writer) Sync() error {
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("warc: sync %s: %w", w.name, err)
+	}
+	if w.rolled {
+		d, err := os.Open(w.dir)
+		if err != nil {
+			return fmt.Errorf("warc: %w", err)
+		}
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return fmt.Errorf("warc: sync %s: %w", w.dir, err)
+		}
+		w.rolled = false
+	}
+	return nil
+}
+
+// Close syncs and closes the current segment.
+func (w *Writer) Close() error {
+	if w.f == nil {
+		return nil
+	}
+	err := w.Sync()
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	w.f = nil
+	return err
+}
