@@ -147,6 +147,9 @@ func SURT(raw string) (string, error) {
 	if path == "" {
 		path = "/"
 	}
+	if len(path) > 1 && strings.HasSuffix(path, "/") {
+		path = path[:len(path)-1] // IA: path_strip_trailing_slash_unless_empty
+	}
 	key := hostKey + ")" + path
 	if q := strings.ToLower(u.Query()); q != "" {
 		for _, re := range querySessionIDs {

@@ -1,0 +1,122 @@
+package urlkey
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestCanonical(t *testing.T) {
+	for _, c := range []struct{ base, ref, want string }{
+		{"", "HTTP://Example.COM", "http://example.com/"},
+		{"", "http://example.com:80/a/./b/../c?x=1#frag", "http://example.com/a/c?x=1"},
+		{"", "https://example.com:443/", "https://example.com/"},
+		{"", "http://example.com:8080/", "http://example.com:8080/"},
+		{"", "http://user:pw@example.com/", "http://example.com/"},
+		{"", "http://bücher.example/", "http://xn--bcher-kva.example/"},
+		{"", "http://0x7f.1/", "http://127.0.0.1/"},
+		{"", "http://[::1]:80/", "http://[::1]/"},
+		{"", "http://example.com/a b", "http://example.com/a%20b"},
+		{"", `http:\\example.com\path`, "http://example.com/path"},
+		{"http://example.com/dir/page.html", "../other.html", "http://example.com/other.html"},
+		{"http://example.com/dir/page.html", "//cdn.example.com/x.png", "http://cdn.example.com/x.png"},
+		{"http://example.com/dir/page.html", "?q=1", "http://example.com/dir/page.html?q=1"},
+		{"http://example.com/dir/", "  img.png  ", "http://example.com/dir/img.png"},
+		{"", "http://example.com/?b=2&a=1", "http://example.com/?b=2&a=1"}, // query order kept
+	} {
+		got, err := Canonical(c.base, c.ref)
+		if err != nil || got != c.want {
+			t.Errorf("Canonical(%q, %q) = %q, %v; want %q", c.base, c.ref, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"mailto:a@b.c", "javascript:alert(1)", "ftp://example.com/", "http://", "not a url", "http://example.com/" + strings.Repeat("a", MaxURLLength)} {
+		if got, err := Canonical("", bad); err == nil {
+			t.Errorf("Canonical(%q) = %q, want an error", bad, got)
+		}
+	}
+	if _, err := Canonical("", "http://example.com/"+strings.Repeat("a", MaxURLLength)); !errors.Is(err, ErrTooLong) {
+		t.Errorf("long URL: %v, want ErrTooLong", err)
+	}
+}
+
+// SURT cases from IA's surt library and pywb's tests.
+func TestSURT(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"http://www.archive.org/", "org,archive)/"},
+		{"http://archive.org/goo/?a=2&b&a=1", "org,archive)/goo?a=1&a=2&b"},
+		{"http://www.example.com/Path/File.HTML", "com,example)/path/file.html"},
+		{"https://www2.example.com:8443/x", "com,example:8443)/x"},
+		{"http://example.com:80/", "com,example)/"},
+		{"http://127.0.0.1/a", "127.0.0.1)/a"},
+		{"http://example.com/?", "com,example)/"},
+		{"http://example.com/a;jsessionid=0123456789abcdef0123456789abcdef?x=1", "com,example)/a?x=1"},
+		{"http://example.com/a?jsessionid=0123456789abcdef0123456789abcdef&x=1", "com,example)/a?x=1"},
+		{"http://example.com/a?PHPSESSID=0123456789abcdef0123456789abcdef", "com,example)/a"},
+		{"http://example.com/page#section", "com,example)/page"},
+	} {
+		got, err := SURT(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("SURT(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestHostAndDomain(t *testing.T) {
+	for _, c := range []struct{ url, host, domain string }{
+		{"http://www.example.co.uk/a", "www.example.co.uk", "example.co.uk"},
+		{"http://img.amber-river.test:8080/", "img.amber-river.test:8080", "amber-river.test"},
+		{"http://127.0.0.1/", "127.0.0.1", "127.0.0.1"},
+		{"http://[::1]:81/", "[::1]:81", "::1"},
+		{"http://localhost/", "localhost", "localhost"},
+	} {
+		if h := Host(c.url); h != c.host {
+			t.Errorf("Host(%q) = %q, want %q", c.url, h, c.host)
+		}
+		if d := Domain(Host(c.url)); d != c.domain {
+			t.Errorf("Domain(%q) = %q, want %q", Host(c.url), d, c.domain)
+		}
+	}
+}
+
+func FuzzCanonical(f *testing.F) {
+	for _, s := range []string{"http://example.com/a/../b?c#d", "HTTPS://[::1]:443/%7e", "http://xn--bcher-kva.example/ü", "//x", "http://a/b/c/./../../g"} {
+		f.Add("http://base.example/dir/", s)
+	}
+	f.Fuzz(func(t *testing.T, base, ref string) {
+		u, err := Canonical(base, ref)
+		if err != nil {
+			return
+		}
+		if len(u) > MaxURLLength {
+			t.Fatalf("canonical URL of %d bytes", len(u))
+		}
+		again, err := Canonical("", u)
+		if err != nil || again != u {
+			t.Fatalf("not idempotent: %q → %q (%v)", u, again, err)
+		}
+		if Host(u) == "" {
+			t.Fatalf("no host in %q", u)
+		}
+	})
+}
+
+func FuzzSURT(f *testing.F) {
+	for _, s := range []string{"http://www.archive.org/goo/?a=2&b&a=1", "http://[::1]/x;jsessionid=0123456789abcdef0123456789abcdef"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := SURT(s)
+		if err != nil {
+			return
+		}
+		if !strings.Contains(k, ")") || strings.ContainsAny(k, " \x00") {
+			t.Fatalf("SURT(%q) = %q", s, k)
+		}
+	})
+}
+
+func BenchmarkCanonical(b *testing.B) {
+	for b.Loop() {
+		Canonical("http://www.example.com/dir/page.html", "../images/photo.jpg?size=large")
+	}
+}

@@ -1,0 +1,327 @@
+package warc
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var when = time.Date(2026, 11, 22, 13, 45, 27, 123456000, time.UTC)
+
+const rawResp = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 11\r\n\r\nhello world"
+
+// sampleRecords has one record of each kind the crawler writes.
+func sampleRecords(t *testing.T) []*Record {
+	t.Helper()
+	resp, err := NewResponse("http://example.com/", when, []byte(rawResp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := NewRequest("http://example.com/", when, []byte("GET / HTTP/1.1\r\nHost: example.com\r\n\r\n"))
+	req.Header.Set("WARC-Concurrent-To", resp.ID())
+	rev := NewRevisit("http://example.com/again", when.Add(time.Hour), ProfileIdenticalPayload,
+		[]byte("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n"), resp.Header.Get("WARC-Payload-Digest"),
+		RefersTo{ID: resp.ID(), URI: "http://example.com/", Date: when})
+	meta := NewMetadata("http://example.com/", when, []Field{{"outlink", "http://example.com/a L a/@href"}})
+	return []*Record{req, resp, rev, meta}
+}
+
+func writeSegment(t *testing.T, dir string, recs []*Record) []Location {
+	t.Helper()
+	w, err := NewWriter(dir, WriterOptions{Prefix: "test", Info: []Field{{"software", "waggle test"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var locs []Location
+	for _, r := range recs {
+		loc, err := w.Write(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locs = append(locs, loc)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return locs
+}
+
+func readAll(t *testing.T, path string) []*Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, _ := NewReader(f)
+	var out []*Record
+	for {
+		rec, _, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, rec)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	in := sampleRecords(t)
+	locs := writeSegment(t, dir, in)
+	segs, _ := Segments(dir)
+	if len(segs) != 1 {
+		t.Fatalf("segments: %v", segs)
+	}
+	out := readAll(t, segs[0])
+	if len(out) != len(in)+1 || out[0].Type() != TypeWarcinfo {
+		t.Fatalf("read %d records, first %q", len(out), out[0].Type())
+	}
+	if out[0].Header.Get("WARC-Filename") != filepath.Base(segs[0]) {
+		t.Errorf("warcinfo filename %q", out[0].Header.Get("WARC-Filename"))
+	}
+	for i, want := range in {
+		got := out[i+1]
+		if !bytes.Equal(got.Block, want.Block) || got.ID() != want.ID() || got.Type() != want.Type() {
+			t.Errorf("record %d differs: %+v", i, got.Header.Fields())
+		}
+		if got.Header.Get("WARC-Warcinfo-ID") != out[0].ID() {
+			t.Errorf("record %d lacks WARC-Warcinfo-ID", i)
+		}
+		// Every location reads back its own record, and the digest checks.
+		at, err := ReadAt(dir, locs[i])
+		if err != nil || at.ID() != want.ID() {
+			t.Errorf("ReadAt(%+v) = %v, %v", locs[i], at, err)
+		}
+	}
+	// The digests are what an independent computation gives.
+	if d := in[1].Header.Get("WARC-Payload-Digest"); d != Digest([]byte("hello world")) {
+		t.Errorf("payload digest %s", d)
+	}
+	if d, _ := out[1].Date(); !d.Equal(when) {
+		t.Errorf("date %v, want %v", d, when)
+	}
+	if out[3].Header.Get("WARC-Refers-To") != in[1].ID() || out[3].Header.Get("WARC-Profile") != ProfileIdenticalPayload {
+		t.Errorf("revisit fields: %v", out[3].Header.Fields())
+	}
+}
+
+func TestHeaderInjection(t *testing.T) {
+	rec := NewRequest("http://example.com/\r\nWARC-Type: evil", when, []byte("x"))
+	dir := t.TempDir()
+	writeSegment(t, dir, []*Record{rec})
+	segs, _ := Segments(dir)
+	out := readAll(t, segs[0])
+	if len(out) != 2 || out[1].Type() != TypeRequest || strings.ContainsAny(out[1].TargetURI(), "\r\n") {
+		t.Fatalf("hostile URI changed the record: %+v", out[1].Header.Fields())
+	}
+}
+
+func TestRolling(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewWriter(dir, WriterOptions{MaxSegmentSize: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		r, _ := NewResponse("http://example.com/"+strings.Repeat("x", i), when, []byte(rawResp+strings.Repeat("!", 200)))
+		if _, err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	segs, _ := Segments(dir)
+	if len(segs) < 3 {
+		t.Fatalf("only %d segments", len(segs))
+	}
+	total := 0
+	for _, s := range segs {
+		recs := readAll(t, s)
+		if recs[0].Type() != TypeWarcinfo {
+			t.Errorf("%s does not start with warcinfo", s)
+		}
+		total += len(recs) - 1
+	}
+	if total != 50 {
+		t.Errorf("%d records over the segments, want 50", total)
+	}
+}
+
+// TestRepairEveryCut cuts a segment at every byte of its last record, as a
+// crash could, and checks that Repair keeps exactly the earlier records and
+// that the file reads and extends cleanly afterwards.
+func TestRepairEveryCut(t *testing.T) {
+	dir := t.TempDir()
+	locs := writeSegment(t, dir, sampleRecords(t))
+	segs, _ := Segments(dir)
+	whole, _ := os.ReadFile(segs[0])
+	last := locs[len(locs)-1]
+	for cut := last.Offset; cut < last.Offset+last.Length; cut++ {
+		path := filepath.Join(t.TempDir(), "cut.warc.gz")
+		os.WriteFile(path, whole[:cut], 0o644)
+		res, err := Repair(path)
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		if res.Size != last.Offset || res.Records != len(locs) { // warcinfo + all but the last
+			t.Fatalf("cut at %d: kept %+v, want size %d", cut, res, last.Offset)
+		}
+		if got := readAll(t, path); len(got) != len(locs) {
+			t.Fatalf("cut at %d: %d records readable after repair", cut, len(got))
+		}
+	}
+}
+
+func TestCorruption(t *testing.T) {
+	dir := t.TempDir()
+	in := sampleRecords(t)
+	in[1].Block = bytes.Clone(in[1].Block)
+	locs := writeSegment(t, dir, in)
+	// Rewrite the response with a block that does not match its digest.
+	in[1].Block[len(in[1].Block)-1] ^= 1
+	dir2 := t.TempDir()
+	locs2 := writeSegment(t, dir2, in)
+	if _, err := ReadAt(dir2, locs2[1]); !errors.Is(err, ErrDigestMismatch) {
+		t.Errorf("flipped block byte: %v, want ErrDigestMismatch", err)
+	}
+	// A flipped byte in the compressed member is caught too (by gzip's CRC or the digest).
+	segs, _ := Segments(dir)
+	b, _ := os.ReadFile(segs[0])
+	b[locs[1].Offset+locs[1].Length/2] ^= 0xff
+	os.WriteFile(segs[0], b, 0o644)
+	if _, err := ReadAt(dir, locs[1]); err == nil {
+		t.Error("corrupt gzip member read without error")
+	}
+	for name, data := range map[string]string{
+		"not warc":        "hello, this is not a WARC file\r\n\r\n",
+		"bad length":      "WARC/1.1\r\nWARC-Type: resource\r\nContent-Length: -5\r\n\r\n",
+		"huge length":     "WARC/1.1\r\nContent-Length: 99999999999999\r\n\r\n",
+		"truncated block": "WARC/1.1\r\nContent-Length: 100\r\n\r\nshort",
+	} {
+		r, _ := NewReader(strings.NewReader(data))
+		if _, _, err := r.Next(); err == nil || errors.Is(err, io.EOF) {
+			t.Errorf("%s: got %v, want an error", name, err)
+		}
+	}
+}
+
+func TestHTTPPayload(t *testing.T) {
+	chunked := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n"
+	p, trunc, err := HTTPPayload([]byte(chunked))
+	if err != nil || trunc || string(p) != "hello world" {
+		t.Errorf("chunked: %q %v %v", p, trunc, err)
+	}
+	p, trunc, _ = HTTPPayload([]byte(chunked[:60]))
+	if !trunc || !strings.HasPrefix("hello world", string(p)) {
+		t.Errorf("cut chunked: %q %v", p, trunc)
+	}
+	p, _, _ = HTTPPayload([]byte(rawResp))
+	if string(p) != "hello world" {
+		t.Errorf("plain: %q", p)
+	}
+}
+
+// TestReadsWget reads a WARC written by GNU Wget 1.21 (testdata).
+func TestReadsWget(t *testing.T) {
+	recs := readAll(t, "testdata/wget-1.21.warc.gz")
+	types := map[string]int{}
+	for _, r := range recs {
+		types[r.Type()]++
+		if err := verifyBlock(r); err != nil {
+			t.Errorf("%s %s: %v", r.Type(), r.TargetURI(), err)
+		}
+		if r.Type() == TypeResponse {
+			p, _, err := HTTPPayload(r.Block)
+			if err != nil || Digest(p) != r.Header.Get("WARC-Payload-Digest") {
+				t.Errorf("payload digest of %s: %v", r.TargetURI(), err)
+			}
+		}
+	}
+	if types[TypeWarcinfo] != 1 || types[TypeRequest] == 0 || types[TypeResponse] == 0 || types[TypeResource] == 0 {
+		t.Errorf("record types %v", types)
+	}
+}
+
+// TestWarcioReadsOurs has warcio.js, an outside implementation, read a
+// segment we wrote and verify its digests.
+func TestWarcioReadsOurs(t *testing.T) {
+	tool := filepath.Join("..", "..", "tools", "warcio-check")
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node not installed (.ci/run installs it)")
+	}
+	if _, err := os.Stat(filepath.Join(tool, "node_modules", "warcio")); err != nil {
+		t.Skip("tools/warcio-check: run npm ci there (.ci/run does)")
+	}
+	dir := t.TempDir()
+	writeSegment(t, dir, sampleRecords(t))
+	segs, _ := Segments(dir)
+	out, err := exec.Command("node", filepath.Join(tool, "check.mjs"), segs[0]).Output()
+	if err != nil {
+		t.Fatalf("warcio.js: %v", err)
+	}
+	var types []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var r struct {
+			Type                           string
+			BlockDigestOK, PayloadDigestOK *bool
+			Length, BlockLength            int
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%q: %v", sc.Text(), err)
+		}
+		types = append(types, r.Type)
+		if r.BlockDigestOK == nil || !*r.BlockDigestOK || r.Length != r.BlockLength {
+			t.Errorf("warcio.js: %s", sc.Text())
+		}
+		if r.Type == TypeResponse && (r.PayloadDigestOK == nil || !*r.PayloadDigestOK) {
+			t.Errorf("warcio.js payload digest: %s", sc.Text())
+		}
+	}
+	if strings.Join(types, " ") != "warcinfo request response revisit metadata" {
+		t.Errorf("warcio.js saw %v", types)
+	}
+}
+
+func FuzzReader(f *testing.F) {
+	wget, _ := os.ReadFile("testdata/wget-1.21.warc.gz")
+	f.Add(wget)
+	f.Add([]byte("WARC/1.1\r\nWARC-Type: resource\r\nContent-Length: 3\r\n\r\nabc\r\n\r\n"))
+	f.Add([]byte("WARC/1.0\nContent-Length: 0\n\n\n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, _ := NewReader(bytes.NewReader(data))
+		r.MaxBlock = 1 << 20
+		for range 1000 {
+			if _, _, err := r.Next(); err != nil {
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkWrite(b *testing.B) {
+	body := bytes.Repeat([]byte("<p>Some archived text, compressible as pages are.</p>\n"), 370) // ~20 KB
+	raw := append([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"), body...)
+	w, err := NewWriter(b.TempDir(), WriterOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		r, _ := NewResponse("http://example.com/page", when, raw)
+		if _, err := w.Write(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
