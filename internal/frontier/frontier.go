@@ -74,7 +74,7 @@ type Stats struct {
 	Dropped  map[string]int // URLs not queued, by reason
 }
 
-const headSize = 64 // queue entries per host kept in RAM
+const headSize = 16 // queue entries per host kept in RAM: enough to keep a host busy between refills
 
 type host struct {
 	name     string

@@ -1,0 +1,340 @@
+package fetch
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/andybalholm/brotli"
+)
+
+func newFetcher(t testing.TB, cfg Config) *Fetcher {
+	t.Helper()
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "waggle-test"
+	}
+	cfg.AllowPrivate = cfg.AllowPrivate || cfg.Proxy == nil
+	f, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// rawServer answers every request on each connection with fixed bytes.
+func rawServer(t *testing.T, resp string, closeAfter bool) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var conns atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					c.Write([]byte(resp))
+					if closeAfter {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), &conns
+}
+
+func TestRawBytesExact(t *testing.T) {
+	resp := "HTTP/1.1 200 OK\r\ncontent-TYPE: text/html\r\nX-Odd:   spaced  \r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+	base, conns := rawServer(t, resp, false)
+	f := newFetcher(t, Config{})
+	for range 3 {
+		r, err := f.Fetch(context.Background(), Request{URL: base + "/p?q=1", Header: http.Header{"If-None-Match": {`"x"`}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Raw) != resp {
+			t.Fatalf("raw response %q, want %q", r.Raw, resp)
+		}
+		if string(r.Body) != "hello world" || r.StatusCode != 200 || r.Truncated != "" {
+			t.Fatalf("body %q status %d truncated %q", r.Body, r.StatusCode, r.Truncated)
+		}
+		if !bytes.HasPrefix(r.RawRequest, []byte("GET /p?q=1 HTTP/1.1\r\nHost: 127.0.0.1:")) ||
+			!bytes.Contains(r.RawRequest, []byte("If-None-Match: \"x\"\r\n")) || !bytes.HasSuffix(r.RawRequest, []byte("\r\n\r\n")) {
+			t.Fatalf("raw request %q", r.RawRequest)
+		}
+		if r.IP != "127.0.0.1" {
+			t.Errorf("IP %q", r.IP)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for 3 requests, want 1 (keep-alive)", n)
+	}
+}
+
+func TestServerClosedIdleConnection(t *testing.T) {
+	base, conns := rawServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true)
+	f := newFetcher(t, Config{})
+	for range 3 {
+		r, err := f.Fetch(context.Background(), Request{URL: base + "/"})
+		if err != nil || string(r.Body) != "ok" {
+			t.Fatalf("%v %v", r, err)
+		}
+	}
+	if conns.Load() != 3 {
+		t.Errorf("conns %d", conns.Load())
+	}
+}
+
+func TestRefusesPrivateAddresses(t *testing.T) {
+	f, _ := New(Config{UserAgent: "x", ConnectTimeout: time.Second})
+	for _, u := range []string{"http://127.0.0.1:1/", "http://[::1]:1/", "http://10.0.0.1/", "http://169.254.169.254/latest/meta-data/",
+		"http://[::ffff:127.0.0.1]:1/", "http://localhost:1/", "http://192.168.1.1/", "http://100.64.0.1/", "http://0.0.0.0:1/"} {
+		if _, err := f.Fetch(context.Background(), Request{URL: u}); !errors.Is(err, ErrForbiddenAddress) {
+			t.Errorf("%s: %v, want ErrForbiddenAddress", u, err)
+		}
+	}
+	// Through a proxy, names resolve there; plainly local targets are still refused here.
+	pf, _ := New(Config{UserAgent: "x", Proxy: &url.URL{Scheme: "http", Host: "127.0.0.1:1"}})
+	for _, u := range []string{"http://localhost/", "http://127.0.0.1/", "http://foo.localhost/", "http://[::1]/"} {
+		if _, err := pf.Fetch(context.Background(), Request{URL: u}); !errors.Is(err, ErrForbiddenAddress) {
+			t.Errorf("via proxy %s: %v, want ErrForbiddenAddress", u, err)
+		}
+	}
+	for _, ip := range []string{"8.8.8.8", "2606:4700::1"} {
+		if Forbidden(netip.MustParseAddr(ip)) {
+			t.Errorf("%s refused", ip)
+		}
+	}
+}
+
+func TestHTTP2(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "proto %s", r.Proto)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	f := newFetcher(t, Config{RootCAs: pool})
+	for range 2 {
+		r, err := f.Fetch(context.Background(), Request{URL: srv.URL + "/x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Protocol != "h2" || string(r.Body) != "proto HTTP/2.0" {
+			t.Fatalf("protocol %s body %q", r.Protocol, r.Body)
+		}
+		if !bytes.HasPrefix(r.Raw, []byte("HTTP/1.1 200 OK\r\n")) || !bytes.HasSuffix(r.Raw, []byte("\r\n\r\nproto HTTP/2.0")) ||
+			!bytes.Contains(r.Raw, []byte("Content-Length: 14\r\n")) {
+			t.Fatalf("synthesized raw %q", r.Raw)
+		}
+	}
+}
+
+func TestProxy(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "origin "+r.URL.Path) }))
+	defer origin.Close()
+	var seen []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Method+" "+r.RequestURI)
+		if r.Method == http.MethodConnect {
+			http.Error(w, "no tunnels", http.StatusMethodNotAllowed)
+			return
+		}
+		resp, err := http.Get(r.RequestURI)
+		if err != nil {
+			http.Error(w, err.Error(), 502)
+			return
+		}
+		defer resp.Body.Close()
+		io.Copy(w, resp.Body)
+	}))
+	defer proxy.Close()
+	pu, _ := url.Parse(proxy.URL)
+	f := newFetcher(t, Config{Proxy: pu, AllowPrivate: true})
+	r, err := f.Fetch(context.Background(), Request{URL: origin.URL + "/a"})
+	if err != nil || string(r.Body) != "origin /a" {
+		t.Fatalf("%v %v", r, err)
+	}
+	if len(seen) != 1 || seen[0] != "GET "+origin.URL+"/a" {
+		t.Errorf("proxy saw %v, want an absolute-form GET", seen)
+	}
+	if !bytes.HasPrefix(r.RawRequest, []byte("GET /a HTTP/1.1\r\n")) {
+		t.Errorf("recorded request %q is not origin-form", r.RawRequest)
+	}
+	_, err = f.Fetch(context.Background(), Request{URL: "https://example.test/"})
+	if err == nil || !strings.Contains(err.Error(), "405") || seen[len(seen)-1] != "CONNECT example.test:443" {
+		t.Errorf("https via proxy: %v, proxy saw %v", err, seen)
+	}
+}
+
+func TestHostileResponses(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/gzip-bomb", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		zero := make([]byte, 1<<20)
+		for range 200 { // 200 MiB of zeros, about 200 KB on the wire
+			zw.Write(zero)
+		}
+		zw.Close()
+	})
+	mux.HandleFunc("/br-bomb", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "br")
+		bw := brotli.NewWriterLevel(w, 1)
+		zero := make([]byte, 1<<20)
+		for range 200 {
+			bw.Write(zero)
+		}
+		bw.Close()
+	})
+	mux.HandleFunc("/endless", func(w http.ResponseWriter, r *http.Request) {
+		chunk := bytes.Repeat([]byte("x"), 64<<10)
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	mux.HandleFunc("/slowloris", func(w http.ResponseWriter, r *http.Request) {
+		hj, _ := w.(http.Hijacker)
+		c, _, _ := hj.Hijack()
+		defer c.Close()
+		c.Write([]byte("HTTP/1.1 200 OK\r\n"))
+		for r.Context().Err() == nil {
+			if _, err := c.Write([]byte("X")); err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	mux.HandleFunc("/cut", func(w http.ResponseWriter, r *http.Request) {
+		hj, _ := w.(http.Hijacker)
+		c, _, _ := hj.Hijack()
+		c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this"))
+		c.Close()
+	})
+	mux.HandleFunc("/huge-headers", func(w http.ResponseWriter, r *http.Request) {
+		hj, _ := w.(http.Hijacker)
+		c, _, _ := hj.Hijack()
+		defer c.Close()
+		c.Write([]byte("HTTP/1.1 200 OK\r\n"))
+		for i := 0; i < 100_000; i++ {
+			if _, err := fmt.Fprintf(c, "X-H%d: %s\r\n", i, strings.Repeat("v", 100)); err != nil {
+				return
+			}
+		}
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "../next?a=1", http.StatusFound) })
+	mux.HandleFunc("/garbage", func(w http.ResponseWriter, r *http.Request) {
+		hj, _ := w.(http.Hijacker)
+		c, _, _ := hj.Hijack()
+		c.Write([]byte("\x00\x01 this is not http\r\n\r\n"))
+		c.Close()
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	f := newFetcher(t, Config{MaxBodySize: 1 << 20, MaxDecodedSize: 4 << 20, TotalTimeout: 2 * time.Second, ReadTimeout: time.Second, MaxHeaderBytes: 64 << 10})
+	get := func(p string) (*Response, error) { return f.Fetch(context.Background(), Request{URL: srv.URL + p}) }
+
+	for _, p := range []string{"/gzip-bomb", "/br-bomb"} {
+		r, err := get(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if r.DecodeError == nil || len(r.Body) != 4<<20 || r.Truncated != "" {
+			t.Errorf("%s: decode error %v, body %d bytes, truncated %q", p, r.DecodeError, len(r.Body), r.Truncated)
+		}
+	}
+	if r, err := get("/endless"); err != nil || r.Truncated != "length" || len(r.Body) != 1<<20 {
+		t.Errorf("endless: %v %v", r, err)
+	}
+	if _, err := get("/slowloris"); err == nil {
+		t.Error("slowloris: no error")
+	}
+	if r, err := get("/cut"); err != nil || r.Truncated != "disconnect" || string(r.Body) != "only this" {
+		t.Errorf("cut: %+v %v", r, err)
+	}
+	if _, err := get("/huge-headers"); err == nil || !strings.Contains(err.Error(), "exceed") {
+		t.Errorf("huge headers: %v", err)
+	}
+	if r, err := get("/redirect"); err != nil || r.Location != srv.URL+"/next?a=1" || r.StatusCode != 302 {
+		t.Errorf("redirect: %+v %v", r, err)
+	}
+	if _, err := get("/garbage"); err == nil {
+		t.Error("garbage response: no error")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	if _, err := f.Fetch(ctx, Request{URL: srv.URL + "/slowloris"}); err == nil {
+		t.Error("cancelled fetch: no error")
+	}
+	if _, err := f.Fetch(context.Background(), Request{URL: srv.URL + "/", Header: http.Header{"X": {"a\r\nInjected: 1"}}}); err == nil {
+		t.Error("CRLF in a header value was sent")
+	}
+}
+
+// BenchmarkFetch compares our recording client with a plain net/http loop
+// over keep-alive connections to the same local server.
+func BenchmarkFetch(b *testing.B) {
+	body := bytes.Repeat([]byte("<p>page text</p>\n"), 1200) // ~20 KB
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
+	defer srv.Close()
+	b.Run("waggle", func(b *testing.B) {
+		f := newFetcher(b, Config{MaxConnsPerHost: 8})
+		b.SetParallelism(4)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := f.Fetch(context.Background(), Request{URL: srv.URL + "/"}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("net-http", func(b *testing.B) {
+		c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, TLSClientConfig: &tls.Config{}}}
+		b.SetParallelism(4)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				resp, err := c.Get(srv.URL + "/")
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	})
+}

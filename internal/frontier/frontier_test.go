@@ -1,0 +1,284 @@
+package frontier
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strconv"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+func openDB(t testing.TB, dir string) *pebble.DB {
+	t.Helper()
+	db, err := pebble.Open(dir, PebbleOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// add queues items through a committed batch, as the crawler does.
+func add(t testing.TB, db *pebble.DB, f *Frontier, items ...Item) int {
+	t.Helper()
+	b := db.NewIndexedBatch()
+	n, err := f.Add(b, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	f.Committed()
+	return n
+}
+
+func done(t testing.TB, db *pebble.DB, f *Frontier, l Lease) {
+	t.Helper()
+	b := db.NewIndexedBatch()
+	if err := f.Done(b, l); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	f.Committed()
+}
+
+func item(host, path string, depth int) Item {
+	return Item{URL: "http://" + host + path, Host: host, Depth: depth}
+}
+
+func next(t *testing.T, f *Frontier) Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := f.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestBreadthFirstWithinHost(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f, _ := Open(db, Options{})
+	add(t, db, f, item("a", "/deep", 3), item("a", "/one", 1), item("a", "/zero", 0), item("a", "/one-b", 1))
+	var order []string
+	for range 4 {
+		l := next(t, f)
+		order = append(order, l.URL)
+		f.Release(l)
+		done(t, db, f, l)
+	}
+	want := "[http://a/zero http://a/one http://a/one-b http://a/deep]"
+	if fmt.Sprint(order) != want {
+		t.Fatalf("order %v, want %s", order, want)
+	}
+	if _, err := f.Next(context.Background()); !errors.Is(err, ErrEmpty) {
+		t.Fatalf("after all done: %v, want ErrEmpty", err)
+	}
+}
+
+func TestSeenAndTrapLimits(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f, _ := Open(db, Options{MaxDepth: 2, MaxPagesPerHost: 3, MaxURLLength: 40, MaxPathRepeat: 2})
+	n := add(t, db, f,
+		item("a", "/x", 0), item("a", "/x", 1), // duplicate within one batch
+		item("a", "/too-deep", 3),
+		item("a", "/"+string(make([]byte, 50)), 0),
+		item("a", "/s/t/s/t/s/t", 0),
+		item("a", "/y", 1), item("a", "/z", 1), item("a", "/over-limit", 1))
+	if n != 3 {
+		t.Fatalf("queued %d, want 3", n)
+	}
+	n = add(t, db, f, item("a", "/x", 0), item("b", "/x", 0))
+	if n != 1 {
+		t.Fatalf("second batch queued %d, want 1 (b/x only)", n)
+	}
+	s := f.Stats()
+	for reason, want := range map[string]int{"seen": 2, "depth": 1, "length": 1, "repeat": 1, "host-limit": 1} {
+		if s.Dropped[reason] != want {
+			t.Errorf("dropped[%s] = %d, want %d (%v)", reason, s.Dropped[reason], want, s.Dropped)
+		}
+	}
+}
+
+// TestRestart: URLs queued or leased when the process stopped come back;
+// URLs done or seen stay so; nothing is queued twice.
+func TestRestart(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	f, _ := Open(db, Options{})
+	for i := range 200 { // more than one RAM head per host
+		add(t, db, f, item("a", fmt.Sprintf("/%03d", i), 0))
+	}
+	l1 := next(t, f)
+	f.Release(l1)
+	done(t, db, f, l1)
+	l2 := next(t, f) // leased, never done: a crash mid-fetch
+	_ = l2
+	db.Close()
+
+	db = openDB(t, dir)
+	defer db.Close()
+	f, _ = Open(db, Options{})
+	if n := add(t, db, f, item("a", "/000", 0), item("a", "/150", 0)); n != 0 {
+		t.Fatalf("re-added %d seen URLs", n)
+	}
+	seen := map[string]bool{}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l, err := f.Next(ctx)
+		cancel()
+		if errors.Is(err, ErrEmpty) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[l.URL] {
+			t.Fatalf("%s leased twice", l.URL)
+		}
+		seen[l.URL] = true
+		f.Release(l)
+		done(t, db, f, l)
+	}
+	if len(seen) != 199 || seen[l1.URL] || !seen[l2.URL] {
+		t.Fatalf("after restart leased %d URLs (done one again: %v, in-flight one back: %v)", len(seen), seen[l1.URL], seen[l2.URL])
+	}
+}
+
+// TestPoliteness runs many workers over few hosts and checks, from the
+// recorded start and end times, that no host ever had two requests in flight
+// and that its requests were at least the delay apart.
+func TestPoliteness(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	const delay = 20 * time.Millisecond
+	f, _ := Open(db, Options{Delay: delay})
+	var items []Item
+	for h := range 3 {
+		for i := range 8 {
+			items = append(items, item(fmt.Sprintf("h%d", h), fmt.Sprintf("/%d", i), 0))
+		}
+	}
+	add(t, db, f, items...)
+	f.SetHostDelay("h2", 2*delay) // Crawl-delay above the default
+	type span struct{ start, end time.Time }
+	var mu sync.Mutex
+	spans := map[string][]span{}
+	var leases []Lease
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				l, err := f.Next(context.Background())
+				if err != nil {
+					return
+				}
+				s := span{start: time.Now()}
+				time.Sleep(2 * time.Millisecond)
+				s.end = time.Now()
+				mu.Lock()
+				spans[l.Host] = append(spans[l.Host], s)
+				leases = append(leases, l)
+				mu.Unlock()
+				f.Release(l)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(leases) != 24 {
+		t.Fatalf("%d leases, want 24", len(leases))
+	}
+	for h, ss := range spans {
+		min := delay
+		if h == "h2" {
+			min = 2 * delay
+		}
+		for i := 1; i < len(ss); i++ {
+			if ss[i].start.Before(ss[i-1].end) {
+				t.Errorf("%s: two requests in flight at once", h)
+			}
+			if gap := ss[i].start.Sub(ss[i-1].end); gap < min {
+				t.Errorf("%s: %v between requests, want ≥ %v", h, gap, min)
+			}
+		}
+	}
+}
+
+func TestNextHonoursContext(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f, _ := Open(db, Options{Delay: time.Hour})
+	add(t, db, f, item("a", "/1", 0), item("a", "/2", 0))
+	l := next(t, f)
+	f.Release(l) // a's next request may start in an hour
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error)
+	go func() { _, err := f.Next(ctx); errc <- err }()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next after cancel: %v", err)
+	}
+}
+
+// BenchmarkMemoryPerURL queues 1,000,000 URLs over 10,000 hosts as the
+// crawler does and reports the heap held per URL known to the frontier.
+func BenchmarkMemoryPerURL(b *testing.B) {
+	for b.Loop() {
+		db := openDB(b, b.TempDir())
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		rssBefore := rss(b)
+		f, _ := Open(db, Options{ExpectedURLs: 1_000_000})
+		const n, hosts = 1_000_000, 10_000
+		batch := make([]Item, 0, 1000)
+		for i := range n {
+			h := fmt.Sprintf("host-%05d.example", i%hosts)
+			batch = append(batch, Item{URL: fmt.Sprintf("http://%s/some/path/page-%07d.html", h, i), Host: h, Depth: 1})
+			if len(batch) == cap(batch) {
+				add(b, db, f, batch...)
+				batch = batch[:0]
+			}
+		}
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/url")
+		b.ReportMetric(float64(rss(b)-rssBefore)/n, "rss-B/url")
+		if s := f.Stats(); s.Queued != n {
+			b.Fatalf("queued %d", s.Queued)
+		}
+		db.Close()
+	}
+}
+
+// rss is the process's resident set size in bytes: Go heap, pebble's
+// off-heap memtables and block cache, and everything else.
+func rss(b *testing.B) int64 {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc/self/status")
+	}
+	for _, line := range bytes.Split(status, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+			kb, _ := strconv.ParseInt(string(bytes.Fields(v)[0]), 10, 64)
+			return kb << 10
+		}
+	}
+	b.Skip("no VmRSS")
+	return 0
+}

@@ -1,0 +1,163 @@
+package robots
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+type fakeSite struct {
+	status int
+	body   string
+	err    error
+	calls  atomic.Int64
+}
+
+func (s *fakeSite) fetch(ctx context.Context, u string) (int, []byte, error) {
+	s.calls.Add(1)
+	time.Sleep(5 * time.Millisecond) // let concurrent callers pile up
+	return s.status, []byte(s.body), s.err
+}
+
+func check(t *testing.T, c *Cache, u string) Decision {
+	t.Helper()
+	d, err := c.Check(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestRules(t *testing.T) {
+	site := &fakeSite{status: 200, body: `
+User-agent: *
+Disallow: /private/
+Allow: /private/public/
+Disallow: /*.pdf$
+Disallow: /search?
+
+User-Agent: WAGGLE
+Disallow: /nowaggle
+Allow: /
+Crawl-delay: 2
+`}
+	c := New(site.fetch, Options{UserAgent: "waggle"})
+	for u, want := range map[string]bool{
+		"http://a.test/":           true,
+		"http://a.test/nowaggle/x": false, // waggle's own group, matched case-insensitively
+		"http://a.test/private/x":  true,  // the * group does not apply to waggle
+	} {
+		if d := check(t, c, u); d.Allowed != want {
+			t.Errorf("waggle %s: %v, want %v", u, d.Allowed, want)
+		}
+	}
+	if d := check(t, c, "http://a.test/"); d.CrawlDelay != 2*time.Second {
+		t.Errorf("crawl delay %v", d.CrawlDelay)
+	}
+	other := New(site.fetch, Options{UserAgent: "otherbot"})
+	for u, want := range map[string]bool{
+		"http://a.test/private/x":        false,
+		"http://a.test/private/public/y": true, // longest match wins
+		"http://a.test/doc.pdf":          false,
+		"http://a.test/doc.pdf?x":        true,
+		"http://a.test/search?q=1":       false,
+		"http://a.test/search":           true,
+	} {
+		if d := check(t, other, u); d.Allowed != want {
+			t.Errorf("otherbot %s: %v, want %v", u, d.Allowed, want)
+		}
+	}
+}
+
+func TestStatusAndGarbage(t *testing.T) {
+	bin := make([]byte, 1<<16)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range bin {
+		bin[i] = byte(r.Uint32())
+	}
+	huge := "User-agent: *\nDisallow: /early\n" + strings.Repeat("# padding\n", 600_000) + "Disallow: /late\n"
+	for _, c := range []struct {
+		name  string
+		site  *fakeSite
+		path  string
+		allow bool
+	}{
+		{"404 allows all", &fakeSite{status: 404}, "/x", true},
+		{"403 allows all", &fakeSite{status: 403}, "/x", true},
+		{"500 disallows all", &fakeSite{status: 500}, "/x", false},
+		{"network error disallows all", &fakeSite{err: errors.New("connection refused")}, "/x", false},
+		{"binary body", &fakeSite{status: 200, body: string(bin)}, "/x", true},
+		{"huge: early rule kept", &fakeSite{status: 200, body: huge}, "/early", false},
+		{"huge: rule past 500 KiB ignored", &fakeSite{status: 200, body: huge}, "/late", true},
+	} {
+		d := check(t, New(c.site.fetch, Options{UserAgent: "waggle"}), "http://a.test"+c.path)
+		if d.Allowed != c.allow {
+			t.Errorf("%s: allowed %v (%s)", c.name, d.Allowed, d.Reason)
+		}
+	}
+	d := check(t, New((&fakeSite{err: errors.New("boom")}).fetch, Options{}), "http://a.test/")
+	if d.Err == nil {
+		t.Error("unreachable robots.txt: Decision.Err not set")
+	}
+}
+
+func TestSharedFetchAndTTL(t *testing.T) {
+	site := &fakeSite{status: 200, body: "User-agent: *\nDisallow: /x\n"}
+	now := time.Unix(1_000_000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c := New(site.fetch, Options{TTL: time.Hour, Now: clock})
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() { defer wg.Done(); check(t, c, "http://a.test/y") }()
+	}
+	wg.Wait()
+	if n := site.calls.Load(); n != 1 {
+		t.Fatalf("%d fetches for 50 concurrent checks of one host, want 1", n)
+	}
+	check(t, c, "http://a.test/z")
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	check(t, c, "http://a.test/z")
+	if n := site.calls.Load(); n != 2 {
+		t.Fatalf("%d fetches after expiry, want 2", n)
+	}
+}
+
+func TestPersistentCache(t *testing.T) {
+	dir := t.TempDir()
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := &fakeSite{status: 200, body: "User-agent: *\nDisallow: /x\n"}
+	check(t, New(site.fetch, Options{Store: db}), "http://a.test/")
+	db.Close()
+	db, _ = pebble.Open(dir, &pebble.Options{})
+	defer db.Close()
+	if d := check(t, New(site.fetch, Options{Store: db}), "http://a.test/x"); d.Allowed {
+		t.Error("rule lost across restart")
+	}
+	if n := site.calls.Load(); n != 1 {
+		t.Errorf("%d fetches across a restart, want 1", n)
+	}
+}
+
+func FuzzCheck(f *testing.F) {
+	f.Add("User-agent: *\nDisallow: /a*b$\nAllow: /a\nCrawl-delay: x", "/ab")
+	f.Fuzz(func(t *testing.T, body, path string) {
+		c := New(func(context.Context, string) (int, []byte, error) { return 200, []byte(body), nil }, Options{UserAgent: "waggle"})
+		if _, err := c.Check(context.Background(), "http://a.test/"+path); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
