@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"golang.org/x/term"
@@ -60,6 +61,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	scope, delay := crawlFlags(fs, &cfg)
 	jsonOut := fs.Bool("json", false, "print a JSON summary on stdout at the end")
 	verbose := fs.Bool("v", false, "log every fetch problem (to stderr)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the crawl to this file (go tool pprof reads it)")
 	seeds, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -73,6 +75,17 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		level = slog.LevelDebug
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	return crawlAndReport(ctx, cfg, stdout, stderr, *jsonOut)
 }
 

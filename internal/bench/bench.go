@@ -76,7 +76,8 @@ func Crawl(ctx context.Context, opts Options, out io.Writer) ([]Run, error) {
 
 	var runs []Run
 	data := filepath.Join(opts.Dir, "waggle-all")
-	w, err := runWaggle(ctx, opts, "waggle crawl (scope any)", data, proxy, "any", web.Seeds())
+	// websim's traps are endless: cap URLs per host, as an operator would.
+	w, err := runWaggle(ctx, opts, "waggle crawl (scope any)", data, proxy, []string{"--scope", "any", "--max-host-pages", "2000"}, web.Seeds())
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,8 @@ func Crawl(ctx context.Context, opts Options, out io.Writer) ([]Run, error) {
 		if err != nil {
 			return nil, err
 		}
-		ww, err := runWaggle(ctx, opts, "waggle crawl (scope domain)", filepath.Join(opts.Dir, "waggle-domain"), proxy, "domain", []string{seed})
+		ww, err := runWaggle(ctx, opts, "waggle crawl (domain, depth 5)", filepath.Join(opts.Dir, "waggle-domain"), proxy,
+			[]string{"--scope", "domain", "--max-depth", strconv.Itoa(wgetDepth)}, []string{seed})
 		if err != nil {
 			return nil, err
 		}
@@ -149,13 +151,16 @@ func startWebsim(ctx context.Context, opts Options) (string, func(), error) {
 	return strings.TrimSpace(line[i:]), stop, nil
 }
 
-func runWaggle(ctx context.Context, opts Options, name, data, proxy, scope string, seeds []string) (Run, error) {
+func runWaggle(ctx context.Context, opts Options, name, data, proxy string, extra, seeds []string) (Run, error) {
 	if err := os.RemoveAll(data); err != nil {
 		return Run{}, err
 	}
-	args := []string{"crawl", "--data", data, "--proxy", proxy, "--allow-private", "--delay", "0",
-		"--scope", scope, "--workers", strconv.Itoa(opts.Workers), "--json"}
-	r, err := runChild(ctx, name, opts.Bin, append(args, seeds...)...)
+	// websim asks some hosts for Crawl-delay: 1; honouring it would measure
+	// the wait, not the crawler (wget ignores Crawl-delay).
+	args := []string{"crawl", "--data", data, "--proxy", proxy, "--allow-private", "--delay", "0", "--max-crawl-delay", "1ms",
+		"--workers", strconv.Itoa(opts.Workers), "--json"}
+	args = append(append(args, extra...), seeds...)
+	r, err := runChild(ctx, name, opts.Bin, args...)
 	return r, err
 }
 
@@ -180,6 +185,10 @@ func runChild(ctx context.Context, name, bin string, args ...string) (Run, error
 		CPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}, nil
 }
 
+// wgetDepth bounds the wget comparison: wget has no trap limits, and
+// websim's traps are endless; both crawlers get the same depth.
+const wgetDepth = 5
+
 // runWget crawls one registrable domain with wget, as a user archiving a
 // site with it would, through the same proxy.
 func runWget(ctx context.Context, opts Options, proxy, domain, seed string) (Run, error) {
@@ -190,7 +199,7 @@ func runWget(ctx context.Context, opts Options, proxy, domain, seed string) (Run
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Run{}, err
 	}
-	cmd := exec.CommandContext(ctx, "wget", "--recursive", "--level=inf", "--page-requisites",
+	cmd := exec.CommandContext(ctx, "wget", "--recursive", "--level="+strconv.Itoa(wgetDepth), "--page-requisites",
 		"--span-hosts", "--domains="+domain, "--warc-file="+filepath.Join(dir, "wget"), "--no-verbose",
 		"--directory-prefix="+filepath.Join(dir, "files"), "-e", "robots=on", "-e", "use_proxy=on",
 		"-e", "http_proxy="+proxy, seed)
@@ -206,7 +215,7 @@ func runWget(ctx context.Context, opts Options, proxy, domain, seed string) (Run
 	if err != nil {
 		return Run{}, err
 	}
-	return Run{Name: "wget --warc-file (domain)", Objects: n, Bytes: bytes, Wall: wall,
+	return Run{Name: "wget --warc-file (depth 5)", Objects: n, Bytes: bytes, Wall: wall,
 		CPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}, nil
 }
 

@@ -72,27 +72,25 @@ func (c *Crawler) commitLoop() error {
 
 // commit archives one group of results.
 func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result) error {
-	var w *warc.Writer
 	b := c.db.NewIndexedBatch()
 	defer b.Close()
-	ends := map[string]int64{}
+	var recs []*warc.Record
+	type pending struct {
+		capture index.Capture
+		rec     int // index in recs of its response or revisit record
+	}
+	var caps []pending
+	firstInGroup := map[string]index.Capture{} // payload digest → first capture of this group
 	var captures, bytes int64
 	for i := range group {
 		r := &group[i]
 		if r.resp != nil {
-			if w == nil {
-				var err error
-				if w, err = openWriter(); err != nil {
-					return err
-				}
-			}
-			locs, err := c.archive(w, b, r)
+			cp, rs, err := c.records(b, r, firstInGroup)
 			if err != nil {
 				return err
 			}
-			for _, l := range locs {
-				ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
-			}
+			caps = append(caps, pending{capture: cp, rec: len(recs)})
+			recs = append(recs, rs...)
 			if r.hasLease {
 				captures++
 			}
@@ -112,9 +110,33 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			}
 		}
 	}
-	if w != nil {
+	ends := map[string]int64{}
+	if len(recs) > 0 {
+		w, err := openWriter()
+		if err != nil {
+			return err
+		}
+		locs, err := w.WriteGroup(recs)
+		if err != nil {
+			return fmt.Errorf("crawl: warc: %w", err)
+		}
 		if err := w.Sync(); err != nil {
 			return fmt.Errorf("crawl: warc sync: %w", err)
+		}
+		for _, l := range locs {
+			ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
+		}
+		for _, p := range caps {
+			cp, loc := p.capture, locs[p.rec]
+			cp.Segment, cp.Offset, cp.Length = loc.Segment, loc.Offset, loc.Length
+			if err := index.Put(b, cp); err != nil {
+				return err
+			}
+			if cp.Type == warc.TypeResponse {
+				if err := index.PutDigest(b, cp); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	st := c.stats.state()
@@ -140,29 +162,29 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 	return nil
 }
 
-// archive writes a result's WARC records (request, response or revisit,
-// metadata) and stages its index entries in b.
-func (c *Crawler) archive(w *warc.Writer, b *pebble.Batch, r *result) ([]warc.Location, error) {
+// records makes a result's WARC records — the response (or a revisit when
+// the payload is already archived), its request, and a metadata record of
+// outlinks — and its index entry, whose location is filled in once written.
+// The response or revisit record comes first.
+func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]index.Capture) (index.Capture, []*warc.Record, error) {
 	resp := r.resp
 	key, err := urlkey.SURT(resp.URL)
 	if err != nil {
-		return nil, fmt.Errorf("crawl: surt %s: %w", resp.URL, err)
+		return index.Capture{}, nil, fmt.Errorf("crawl: surt %s: %w", resp.URL, err)
 	}
-	rec, err := warc.NewResponse(resp.URL, resp.Start, resp.Raw)
-	if err != nil {
-		return nil, fmt.Errorf("crawl: %s: %w", resp.URL, err)
-	}
+	rec := r.record
 	digest := rec.Header.Get("WARC-Payload-Digest")
 	capType := warc.TypeResponse
 	// A payload already in the archive is stored once: later captures of it
 	// are revisit records that point at the first (identical-payload profile).
-	if first, ok, err := index.ByDigest(b, digest); err != nil {
-		return nil, err
-	} else if ok && payloadWorthDeduplicating(resp.Raw) {
-		end := warc.HTTPHeaderEnd(resp.Raw)
-		if end < 0 {
-			end = len(resp.Raw)
+	first, seen := firstInGroup[digest]
+	if !seen {
+		if first, seen, err = index.ByDigest(b, digest); err != nil {
+			return index.Capture{}, nil, err
 		}
+	}
+	if seen && payloadWorthDeduplicating(resp.Raw) {
+		end := warc.HTTPHeaderEnd(resp.Raw)
 		rec = warc.NewRevisit(resp.URL, resp.Start, warc.ProfileIdenticalPayload, resp.Raw[:end], digest,
 			warc.RefersTo{ID: first.RecordID, URI: first.URL, Date: first.Time})
 		capType = warc.TypeRevisit
@@ -178,28 +200,12 @@ func (c *Crawler) archive(w *warc.Writer, b *pebble.Batch, r *result) ([]warc.Lo
 	if resp.IP != "" {
 		req.Header.Set("WARC-IP-Address", resp.IP)
 	}
-
-	var locs []warc.Location
-	loc, err := w.Write(rec)
-	if err != nil {
-		return nil, fmt.Errorf("crawl: warc: %w", err)
-	}
-	locs = append(locs, loc)
-	reqLoc, err := w.Write(req)
-	if err != nil {
-		return nil, fmt.Errorf("crawl: warc: %w", err)
-	}
-	locs = append(locs, reqLoc)
+	recs := []*warc.Record{rec, req}
 	if len(r.outlinks) > 0 {
 		meta := warc.NewMetadata(resp.URL, resp.Start, outlinkFields(r.outlinks))
 		meta.Header.Set("WARC-Concurrent-To", rec.ID())
-		ml, err := w.Write(meta)
-		if err != nil {
-			return nil, fmt.Errorf("crawl: warc: %w", err)
-		}
-		locs = append(locs, ml)
+		recs = append(recs, meta)
 	}
-
 	cp := index.Capture{
 		URLKey:   key,
 		Time:     resp.Start,
@@ -208,21 +214,13 @@ func (c *Crawler) archive(w *warc.Writer, b *pebble.Batch, r *result) ([]warc.Lo
 		Status:   resp.StatusCode,
 		MIME:     mediaType(resp.Header, nil),
 		Digest:   digest,
-		Segment:  loc.Segment,
-		Offset:   loc.Offset,
-		Length:   loc.Length,
 		RecordID: rec.ID(),
 		Redirect: resp.Location,
 	}
-	if err := index.Put(b, cp); err != nil {
-		return nil, err
+	if capType == warc.TypeResponse && !seen {
+		firstInGroup[digest] = cp
 	}
-	if capType == warc.TypeResponse {
-		if err := index.PutDigest(b, cp); err != nil {
-			return nil, err
-		}
-	}
-	return locs, nil
+	return cp, recs, nil
 }
 
 // payloadWorthDeduplicating reports whether a revisit record saves anything:

@@ -12,6 +12,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 // result is what a worker hands the committer: a fetched capture to archive
@@ -20,6 +21,7 @@ type result struct {
 	lease    frontier.Lease
 	hasLease bool // false for robots.txt captures, which have no queue entry
 	resp     *fetch.Response
+	record   *warc.Record      // resp's response record, digests computed by the worker
 	outlinks []extract.Outlink // everything found, for the metadata record
 	queue    []frontier.Item   // the in-scope subset to add to the frontier
 	outcome  string            // why there is no capture: "robots", "error", "forbidden"
@@ -64,6 +66,12 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 		}
 		log.Warn("fetch failed", "err", err)
 		c.stats.errors.Add(1)
+		return r
+	}
+	if r.record, err = warc.NewResponse(resp.URL, resp.Start, resp.Raw); err != nil {
+		log.Warn("unarchivable response", "err", err)
+		c.stats.errors.Add(1)
+		r.outcome = "error"
 		return r
 	}
 	r.resp = resp
@@ -164,9 +172,13 @@ func (c *Crawler) fetchRobots(ctx context.Context, robotsURL string) (int, []byt
 		if err != nil {
 			return 0, nil, err
 		}
+		rec, err := warc.NewResponse(resp.URL, resp.Start, resp.Raw)
+		if err != nil {
+			return 0, nil, err
+		}
 		c.pending.Add(1)
 		select {
-		case c.results <- result{resp: resp}:
+		case c.results <- result{resp: resp, record: rec}:
 		case <-ctx.Done():
 			c.pending.Add(-1)
 			return 0, nil, ctx.Err()

@@ -30,6 +30,7 @@ import (
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/cockroachdb/pebble/v2"
+	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // ErrEmpty is returned by Next when nothing is queued and nothing is in flight.
@@ -74,6 +75,9 @@ type Stats struct {
 	Dropped  map[string]int // URLs not queued, by reason
 }
 
+// recentSize is the number of slots of the recently-seen cache (8 MiB).
+const recentSize = 1 << 20
+
 const headSize = 16 // queue entries per host kept in RAM: enough to keep a host busy between refills
 
 type host struct {
@@ -100,9 +104,13 @@ type Frontier struct {
 	hosts map[string]*host
 	ready readyHeap
 	seen  *bloom.BloomFilter
-	seq   uint64
-	stats Stats
-	timer *time.Timer
+	// recent holds hashes of URLs known to be seen, direct-mapped: most links
+	// on a page were seen moments ago (navigation, shared images), and this
+	// answers them without the disk lookup the Bloom filter would send them to.
+	recent []uint64
+	seq    uint64
+	stats  Stats
+	timer  *time.Timer
 	// staged by Add/Done into the caller's batch, applied by Committed
 	stagedAdds  []staged
 	stagedDones []Lease
@@ -136,8 +144,9 @@ func Open(db *pebble.DB, opts Options) (*Frontier, error) {
 	}
 	f := &Frontier{
 		db: db, opts: opts, hosts: map[string]*host{},
-		seen:  bloom.NewWithEstimates(opts.ExpectedURLs, 0.01),
-		stats: Stats{Dropped: map[string]int{}},
+		seen:   bloom.NewWithEstimates(opts.ExpectedURLs, 0.01),
+		recent: make([]uint64, recentSize),
+		stats:  Stats{Dropped: map[string]int{}},
 	}
 	f.cond = sync.NewCond(&f.mu)
 	if err := f.load(); err != nil {
@@ -243,11 +252,18 @@ func (f *Frontier) Add(b *pebble.Batch, items []Item) (int, error) {
 		}
 		sum := sha256.Sum256([]byte(id))
 		hash := sum[:16]
+		h64 := binary.LittleEndian.Uint64(hash) | 1 // never 0, the empty slot
+		slot := &f.recent[h64&(recentSize-1)]
+		if *slot == h64 {
+			f.stats.Dropped["seen"]++
+			continue
+		}
 		seenKey := append([]byte("f/s/"), hash...)
 		if f.seen.Test(hash) {
 			_, closer, err := b.Get(seenKey)
 			if err == nil {
 				closer.Close()
+				*slot = h64
 				f.stats.Dropped["seen"]++
 				continue
 			}
@@ -255,6 +271,7 @@ func (f *Frontier) Add(b *pebble.Batch, items []Item) (int, error) {
 				return added, fmt.Errorf("frontier: seen test: %w", err)
 			}
 		}
+		*slot = h64
 		h := f.host(it.Host)
 		if f.opts.MaxPagesPerHost > 0 && h.total >= f.opts.MaxPagesPerHost {
 			f.stats.Dropped["host-limit"]++
@@ -538,11 +555,16 @@ func (f *Frontier) Close() error {
 // PebbleOptions are the pebble settings a crawling node opens its database
 // with: a modest cache and memtable, so the frontier's RAM per URL stays small.
 func PebbleOptions() *pebble.Options {
-	return &pebble.Options{
+	o := &pebble.Options{
 		Cache:        pebble.NewCache(32 << 20),
 		MemTableSize: 16 << 20,
 		Logger:       quietLogger{},
 	}
+	// Most point lookups (seen test, payload digests) are for keys that do
+	// not exist: sstable Bloom filters answer those without reading blocks.
+	// Deeper levels inherit the policy.
+	o.Levels[0].FilterPolicy = pebblebloom.FilterPolicy(10)
+	return o
 }
 
 // quietLogger drops pebble's informational messages (WAL replay and the

@@ -3,11 +3,11 @@ package frontier
 import (
 	"bytes"
 	"context"
-	"os"
-	"strconv"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"

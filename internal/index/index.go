@@ -75,19 +75,13 @@ func Put(b *pebble.Batch, c Capture) error {
 	return b.Set(captureKey(c.URLKey, c.Time), encodeCapture(c), nil)
 }
 
-// PutDigest stages the first-seen capture of a payload digest, unless one is
-// already recorded (in b or in the database).
+// PutDigest stages c as the first capture of its payload digest. The
+// caller has checked with ByDigest that there is none yet.
 func PutDigest(b *pebble.Batch, c Capture) error {
 	if c.Digest == "" {
 		return nil
 	}
-	k := []byte(digestPrefix + c.Digest)
-	if _, closer, err := b.Get(k); err == nil {
-		return closer.Close()
-	} else if !errors.Is(err, pebble.ErrNotFound) {
-		return fmt.Errorf("index: digest lookup: %w", err)
-	}
-	return b.Set(k, encodeCapture(c), nil)
+	return b.Set([]byte(digestPrefix+c.Digest), encodeCapture(c), nil)
 }
 
 // ByDigest returns the first capture that stored a payload with this digest.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -322,6 +323,51 @@ func BenchmarkWrite(b *testing.B) {
 		r, _ := NewResponse("http://example.com/page", when, raw)
 		if _, err := w.Write(r); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestWriteGroup(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewWriter(dir, WriterOptions{MaxSegmentSize: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all [][]Location
+	var ids [][]string
+	for g := range 12 {
+		var recs []*Record
+		var gids []string
+		for i := range 4 {
+			r, _ := NewResponse(fmt.Sprintf("http://example.com/%d/%d", g, i), when, []byte(rawResp+strings.Repeat("?", 100*i)))
+			recs = append(recs, r)
+			gids = append(gids, r.ID())
+		}
+		locs, err := w.WriteGroup(recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, ids = append(all, locs), append(ids, gids)
+	}
+	w.Close()
+	segs, _ := Segments(dir)
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want rolling", len(segs))
+	}
+	for g, locs := range all {
+		for i, l := range locs {
+			if l.Segment != locs[0].Segment {
+				t.Errorf("group %d straddles %s and %s", g, locs[0].Segment, l.Segment)
+			}
+			rec, err := ReadAt(dir, l)
+			if err != nil || rec.ID() != ids[g][i] {
+				t.Fatalf("group %d record %d: %v %v", g, i, rec, err)
+			}
+			// Each record names the warcinfo record of its own segment.
+			info := readAll(t, filepath.Join(dir, l.Segment))[0]
+			if rec.Header.Get("WARC-Warcinfo-ID") != info.ID() {
+				t.Errorf("group %d record %d refers to another segment's warcinfo", g, i)
+			}
 		}
 	}
 }

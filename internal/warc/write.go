@@ -2,16 +2,24 @@ package warc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
 )
+
+// compressionLevel: level 2 compresses web content nearly as well as the
+// default level at about twice the speed.
+const compressionLevel = 2
 
 // WriterOptions configure a Writer; zero values mean the defaults listed.
 type WriterOptions struct {
@@ -31,15 +39,16 @@ type Location struct {
 // Writer appends records to rolling segments, one gzip member per record.
 // It is not safe for concurrent use.
 type Writer struct {
-	dir    string
-	opts   WriterOptions
-	f      *os.File
-	name   string
-	size   int64
-	infoID string
-	buf    bytes.Buffer
-	gz     *gzip.Writer
-	rolled bool // a segment was created since the last Sync: the directory needs one too
+	dir      string
+	opts     WriterOptions
+	f        *os.File
+	name     string
+	size     int64
+	infoID   string
+	infoSize int64 // size of the segment's warcinfo member
+	buf      bytes.Buffer
+	gz       *gzip.Writer
+	rolled   bool // a segment was created since the last Sync: the directory needs one too
 }
 
 // NewWriter starts a new segment in dir. It never appends to an existing
@@ -55,7 +64,7 @@ func NewWriter(dir string, opts WriterOptions) (*Writer, error) {
 		opts.Now = time.Now
 	}
 	w := &Writer{dir: dir, opts: opts}
-	w.gz, _ = gzip.NewWriterLevel(&w.buf, gzip.DefaultCompression)
+	w.gz, _ = gzip.NewWriterLevel(&w.buf, compressionLevel)
 	if err := w.roll(); err != nil {
 		return nil, err
 	}
@@ -116,9 +125,11 @@ func (w *Writer) roll() error {
 	w.f, w.name, w.size, w.rolled = f, name, 0, true
 	info := NewWarcinfo(name, w.opts.Info)
 	w.infoID = info.ID()
-	if _, err := w.write(info); err != nil {
+	loc, err := w.write(info)
+	if err != nil {
 		return err
 	}
+	w.infoSize = loc.Length
 	return nil
 }
 
@@ -188,4 +199,92 @@ func (w *Writer) Close() error {
 	}
 	w.f = nil
 	return err
+}
+
+// WriteGroup appends records as one gzip member each, compressing them in
+// parallel, and writes them with one write call. A group never straddles two
+// segments: if it would overflow the current one, the segment rolls first
+// (unless it holds nothing but its warcinfo record).
+func (w *Writer) WriteGroup(recs []*Record) ([]Location, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	own := make([]bool, len(recs)) // records whose WARC-Warcinfo-ID we set
+	for i, r := range recs {
+		own[i] = r.Header.Get("WARC-Warcinfo-ID") == ""
+	}
+	members, err := w.encodeAll(recs, own)
+	if err != nil {
+		return nil, err
+	}
+	total := 0
+	for _, m := range members {
+		total += len(m)
+	}
+	if w.size > w.infoSize && w.size+int64(total) > w.opts.MaxSegmentSize {
+		if err := w.roll(); err != nil {
+			return nil, err
+		}
+		if members, err = w.encodeAll(recs, own); err != nil { // new segment, new warcinfo ID
+			return nil, err
+		}
+	}
+	buf := make([]byte, 0, total)
+	locs := make([]Location, len(recs))
+	off := w.size
+	for i, m := range members {
+		locs[i] = Location{Segment: w.name, Offset: off, Length: int64(len(m))}
+		off += int64(len(m))
+		buf = append(buf, m...)
+	}
+	n, err := w.f.Write(buf)
+	w.size += int64(n)
+	if err != nil {
+		return nil, fmt.Errorf("warc: write %s: %w", w.name, err)
+	}
+	return locs, nil
+}
+
+// encodeAll compresses records into gzip members on all CPUs.
+func (w *Writer) encodeAll(recs []*Record, own []bool) ([][]byte, error) {
+	for i, r := range recs {
+		if own[i] {
+			r.Header.Set("WARC-Warcinfo-ID", w.infoID)
+		}
+	}
+	members := make([][]byte, len(recs))
+	errs := make([]error, len(recs))
+	workers := min(runtime.GOMAXPROCS(0), len(recs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf bytes.Buffer
+			gz, _ := gzip.NewWriterLevel(&buf, compressionLevel)
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(recs) {
+					return
+				}
+				buf.Reset()
+				gz.Reset(&buf)
+				if err := recs[i].marshal(gz); err != nil {
+					errs[i] = err
+					continue
+				}
+				if err := gz.Close(); err != nil {
+					errs[i] = err
+					continue
+				}
+				members[i] = bytes.Clone(buf.Bytes())
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("warc: %w", err)
+	}
+	return members, nil
 }
