@@ -47,6 +47,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "\nThe archive is in %s:\n", abs)
 	fmt.Fprintf(stdout, "  WARC files:   %s\n", filepath.Join(abs, "warc"))
 	fmt.Fprintf(stdout, "  capture index: waggle index export --data %s\n", *data)
-	fmt.Fprintf(stdout, "Next: run the demo again to see it resume (nothing is fetched twice), or open the WARC files with any WARC tool (warcio, pywb, ReplayWeb.page).\n")
+	fmt.Fprintf(stdout, "Next:\n")
+	fmt.Fprintf(stdout, "  go run ./cmd/waggle demo --max-pages %d   continues the same crawl: nothing archived is fetched again\n", 2**maxPages)
+	fmt.Fprintf(stdout, "  open the WARC files with any WARC tool (warcio, pywb, ReplayWeb.page); replay in waggle itself is the next issue\n")
 	return nil
 }

@@ -35,6 +35,17 @@ func Canonical(base, ref string) (string, error) {
 	if len(ref) > 4*MaxURLLength || len(base) > 4*MaxURLLength {
 		return "", ErrTooLong
 	}
+	if s, ok := fastCanonical(base, ref); ok {
+		if len(s) > MaxURLLength {
+			return "", ErrTooLong
+		}
+		return s, nil
+	}
+	return slowCanonical(base, ref)
+}
+
+// slowCanonical is Canonical by the WHATWG parser.
+func slowCanonical(base, ref string) (string, error) {
 	var u *whatwg.Url
 	var err error
 	if base == "" {

@@ -120,3 +120,37 @@ func BenchmarkCanonical(b *testing.B) {
 		Canonical("http://www.example.com/dir/page.html", "../images/photo.jpg?size=large")
 	}
 }
+
+// FuzzFastPath: whenever the fast path answers, it gives what the WHATWG
+// parser gives.
+func FuzzFastPath(f *testing.F) {
+	for _, c := range [][2]string{
+		{"http://example.com/dir/page.html", "other.html"},
+		{"http://example.com/dir/page.html?x=1", "?y=2"},
+		{"http://example.com/dir/", "/abs/path;p=1"},
+		{"", "https://www.example.com"},
+		{"", "http://example.com?q"},
+		{"http://a.example/b/c", "d/e:f"},
+		{"http://a.example/b/c", "./d"},
+		{"http://1.2.3.4/", "x"},
+	} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, base, ref string) {
+		if base != "" {
+			b, err := slowCanonical("", base)
+			if err != nil {
+				return
+			}
+			base = b // Canonical's callers pass canonical bases
+		}
+		fast, ok := fastCanonical(base, ref)
+		if !ok {
+			return
+		}
+		slow, err := slowCanonical(base, ref)
+		if err != nil || slow != fast {
+			t.Fatalf("fast(%q, %q) = %q; WHATWG: %q, %v", base, ref, fast, slow, err)
+		}
+	})
+}
