@@ -15,14 +15,19 @@ func fastCanonical(base, ref string) (string, bool) {
 	if ref == "" {
 		return "", false
 	}
-	switch {
-	case strings.HasPrefix(ref, "http://"), strings.HasPrefix(ref, "https://"):
-		return fastAbsolute(ref)
-	case base == "":
-		return "", false
+	var origin, path string
+	if base != "" {
+		// The base must be in canonical shape: an absolute, simple path.
+		var ok bool
+		origin, path, ok = splitSimple(base)
+		if !ok || path == "" || path[0] != '/' || !simplePathRef(path) {
+			return "", false
+		}
 	}
-	origin, path, ok := splitSimple(base)
-	if !ok {
+	if strings.HasPrefix(ref, "http://") || strings.HasPrefix(ref, "https://") {
+		return fastAbsolute(ref)
+	}
+	if base == "" {
 		return "", false
 	}
 	switch {
@@ -89,26 +94,20 @@ func splitSimple(u string) (origin, rest string, ok bool) {
 }
 
 // simpleHost: lowercase letters, digits, '-' and '.', labels non-empty, no
-// punycode (IDNA validation is the parser's job), and a last label with a
-// letter (so it is never read as an IPv4 number).
+// punycode (IDNA validation is the parser's job), and a last label that
+// starts with a letter, so it is never read as an IPv4 number ("0x1", "10").
 func simpleHost(h string) bool {
 	if h == "" || len(h) > 253 || h[0] == '.' || h[len(h)-1] == '.' || strings.Contains(h, "..") {
 		return false
 	}
-	letterInLast := false
 	for i := 0; i < len(h); i++ {
 		c := h[i]
-		switch {
-		case c >= 'a' && c <= 'z':
-			letterInLast = true
-		case c >= '0' && c <= '9', c == '-':
-		case c == '.':
-			letterInLast = false
-		default:
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
 			return false
 		}
 	}
-	return letterInLast && !strings.HasPrefix(h, "xn--") && !strings.Contains(h, ".xn--")
+	last := h[strings.LastIndexByte(h, '.')+1:]
+	return last[0] >= 'a' && last[0] <= 'z' && !strings.HasPrefix(h, "xn--") && !strings.Contains(h, ".xn--")
 }
 
 // simplePathRef: a path (relative or absolute) of unreserved characters,
