@@ -46,9 +46,7 @@ type Writer struct {
 	size     int64
 	infoID   string
 	infoSize int64 // size of the segment's warcinfo member
-	buf      bytes.Buffer
-	gz       *gzip.Writer
-	rolled   bool // a segment was created since the last Sync: the directory needs one too
+	rolled   bool  // a segment was created since the last Sync: the directory needs one too
 }
 
 // NewWriter starts a new segment in dir. It never appends to an existing
@@ -64,7 +62,6 @@ func NewWriter(dir string, opts WriterOptions) (*Writer, error) {
 		opts.Now = time.Now
 	}
 	w := &Writer{dir: dir, opts: opts}
-	w.gz, _ = gzip.NewWriterLevel(&w.buf, compressionLevel)
 	if err := w.roll(); err != nil {
 		return nil, err
 	}
@@ -124,12 +121,14 @@ func (w *Writer) roll() error {
 	}
 	w.f, w.name, w.size, w.rolled = f, name, 0, true
 	info := NewWarcinfo(name, w.opts.Info)
-	w.infoID = info.ID()
-	loc, err := w.write(info)
+	members, err := w.encodeAll([]*Record{info}, []bool{false})
 	if err != nil {
 		return err
 	}
-	w.infoSize = loc.Length
+	if _, err := f.Write(members[0]); err != nil {
+		return fmt.Errorf("warc: write %s: %w", name, err)
+	}
+	w.infoID, w.infoSize, w.size = info.ID(), int64(len(members[0])), int64(len(members[0]))
 	return nil
 }
 
@@ -137,35 +136,13 @@ func (w *Writer) roll() error {
 func (w *Writer) Segment() string { return w.name }
 
 // Write appends rec as one gzip member, rolling to a new segment first if
-// this one is full. The record is not durable until Sync.
+// it would overflow this one. The record is not durable until Sync.
 func (w *Writer) Write(rec *Record) (Location, error) {
-	if w.size > 0 && w.size >= w.opts.MaxSegmentSize {
-		if err := w.roll(); err != nil {
-			return Location{}, err
-		}
-	}
-	if rec.Header.Get("WARC-Warcinfo-ID") == "" {
-		rec.Header.Set("WARC-Warcinfo-ID", w.infoID)
-	}
-	return w.write(rec)
-}
-
-func (w *Writer) write(rec *Record) (Location, error) {
-	w.buf.Reset()
-	w.gz.Reset(&w.buf)
-	if err := rec.marshal(w.gz); err != nil {
-		return Location{}, fmt.Errorf("warc: %w", err)
-	}
-	if err := w.gz.Close(); err != nil {
-		return Location{}, fmt.Errorf("warc: %w", err)
-	}
-	n, err := w.f.Write(w.buf.Bytes())
-	loc := Location{Segment: w.name, Offset: w.size, Length: int64(n)}
-	w.size += int64(n)
+	locs, err := w.WriteGroup([]*Record{rec})
 	if err != nil {
-		return Location{}, fmt.Errorf("warc: write %s: %w", w.name, err)
+		return Location{}, err
 	}
-	return loc, nil
+	return locs[0], nil
 }
 
 // Sync makes everything written so far durable.
