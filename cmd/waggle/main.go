@@ -57,6 +57,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			case errors.Is(err, flag.ErrHelp):
 				return 0
 			case errors.Is(err, errUsage):
+				if err != errUsage { // a bare errUsage was explained where it arose
+					fmt.Fprintln(stderr, "waggle:", err)
+				}
 				return 2
 			case errors.Is(err, context.Canceled):
 				fmt.Fprintln(stderr, "waggle: interrupted; run the same command again to resume")
@@ -102,7 +105,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w: %v", errUsage, err)
+			return nil, errUsage // the flag package has printed the problem and the usage
 		}
 		args = fs.Args()
 		if len(args) == 0 {

@@ -153,15 +153,15 @@ func truncateSync(path string, size int64) error {
 
 // Stats are a crawl's counters.
 type Stats struct {
-	Captures int64         `json:"captures"` // captures in the data directory
-	New      int64         `json:"new"`      // captures made by this run
-	Bytes    int64         `json:"bytes"`    // raw response bytes archived by this run
-	Errors   int64         `json:"errors"`   // fetches that failed
-	Robots   int64         `json:"robots"`   // URLs not fetched because robots.txt disallows them
-	Queued   int           `json:"queued"`   // URLs waiting in the frontier
-	Hosts    int           `json:"hosts"`    // hosts known to the frontier
-	Elapsed  time.Duration `json:"elapsed"`  // since Run started
-	PerSec   float64       `json:"pages_per_second"`
+	Captures int64         // captures in the data directory
+	New      int64         // captures made by this run
+	Bytes    int64         // raw response bytes archived by this run
+	Errors   int64         // fetches that failed
+	Robots   int64         // URLs not fetched because robots.txt disallows them
+	Queued   int           // URLs waiting in the frontier
+	Hosts    int           // hosts known to the frontier
+	Elapsed  time.Duration // since Run started
+	PerSec   float64
 }
 
 // counters are the live, concurrently updated form of Stats.

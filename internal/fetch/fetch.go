@@ -409,7 +409,7 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 	}
 	c.rec.limit = -1
 	resp := &Response{RawRequest: raw, StatusCode: hresp.StatusCode, Header: hresp.Header, IP: c.ip, Protocol: "HTTP/1.1"}
-	payload, truncated := readBody(hresp.Body, f.cfg.MaxBodySize, ctx)
+	payload, truncated := readBody(ctx, hresp.Body, f.cfg.MaxBodySize)
 	hresp.Body.Close()
 	resp.Truncated = truncated
 	resp.Body = payload
@@ -439,7 +439,7 @@ func poolKeyFor(f *Fetcher, u *url.URL, key string) string {
 }
 
 // readBody reads a de-chunked body up to max bytes and says why it stopped early.
-func readBody(r io.Reader, max int64, ctx context.Context) ([]byte, string) {
+func readBody(ctx context.Context, r io.Reader, max int64) ([]byte, string) {
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(r, max+1))
 	switch {
@@ -476,7 +476,7 @@ func (f *Fetcher) roundTripH2(ctx context.Context, cc *http2.ClientConn, u *url.
 		return nil, err
 	}
 	defer hresp.Body.Close()
-	payload, truncated := readBody(hresp.Body, f.cfg.MaxBodySize, ctx)
+	payload, truncated := readBody(ctx, hresp.Body, f.cfg.MaxBodySize)
 	var raw bytes.Buffer
 	fmt.Fprintf(&raw, "HTTP/1.1 %d %s\r\n", hresp.StatusCode, http.StatusText(hresp.StatusCode))
 	h := hresp.Header.Clone()
