@@ -530,11 +530,12 @@ func (f *Fetcher) decode(resp *Response) {
 	}
 	var out bytes.Buffer
 	n, err := io.Copy(&out, io.LimitReader(r, f.cfg.MaxDecodedSize+1))
-	if n > f.cfg.MaxDecodedSize {
+	switch {
+	case n > f.cfg.MaxDecodedSize:
 		out.Truncate(int(f.cfg.MaxDecodedSize))
-		err = fmt.Errorf("decoded body exceeds %d bytes (a compression bomb?)", f.cfg.MaxDecodedSize)
-	}
-	if err != nil && resp.Truncated == "" {
+		resp.DecodeError = fmt.Errorf("content-encoding %s: decoded body exceeds %d bytes (a compression bomb?)", ce, f.cfg.MaxDecodedSize)
+	case err != nil && resp.Truncated == "":
+		// A cut-off body fails to decode at its end; that is not news.
 		resp.DecodeError = fmt.Errorf("content-encoding %s: %w", ce, err)
 	}
 	resp.Body = out.Bytes()
