@@ -35,16 +35,21 @@ func Canonical(base, ref string) (string, error) {
 	if len(ref) > 4*MaxURLLength || len(base) > 4*MaxURLLength {
 		return "", ErrTooLong
 	}
-	if s, ok := fastCanonical(base, ref); ok {
-		if len(s) > MaxURLLength {
-			return "", ErrTooLong
+	s, ok := fastCanonical(base, ref)
+	if !ok {
+		var err error
+		if s, err = slowCanonical(base, ref); err != nil {
+			return "", err
 		}
-		return s, nil
 	}
-	return slowCanonical(base, ref)
+	if len(s) > MaxURLLength {
+		return "", ErrTooLong
+	}
+	return s, nil
 }
 
-// slowCanonical is Canonical by the WHATWG parser.
+// slowCanonical is Canonical by the WHATWG parser, without the length limit
+// (Canonical applies it to both paths).
 func slowCanonical(base, ref string) (string, error) {
 	var u *whatwg.Url
 	var err error
@@ -64,11 +69,7 @@ func slowCanonical(base, ref string) (string, error) {
 	}
 	u.SetUsername("")
 	u.SetPassword("")
-	s := u.Href(true)
-	if len(s) > MaxURLLength {
-		return "", ErrTooLong
-	}
-	return s, nil
+	return u.Href(true), nil
 }
 
 // Host returns the host of a canonical URL, with ":port" when the port is not
