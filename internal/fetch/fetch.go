@@ -496,11 +496,29 @@ func (f *Fetcher) roundTripH2(ctx context.Context, cc *http2.ClientConn, u *url.
 
 // decode content-decodes resp.Body for extraction, within MaxDecodedSize.
 func (f *Fetcher) decode(resp *Response) {
-	ce := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding")))
-	if ce == "" || ce == "identity" || len(resp.Body) == 0 {
-		return
+	out, err := DecodeContent(resp.Body, resp.Header.Get("Content-Encoding"), f.cfg.MaxDecodedSize)
+	// A cut-off body fails to decode at its end; that is not news, but a
+	// decoded size past the cap always is.
+	if err != nil && (resp.Truncated == "" || errors.Is(err, ErrDecodedTooLarge)) {
+		resp.DecodeError = err
 	}
-	var r io.Reader = bytes.NewReader(resp.Body)
+	resp.Body = out
+}
+
+// ErrDecodedTooLarge reports a body that decodes to more than the caller's
+// cap: a compression bomb, or simply too big to process.
+var ErrDecodedTooLarge = errors.New("decoded body too large")
+
+// DecodeContent undoes the content codings ce (a Content-Encoding value) of
+// body, giving at most max bytes. When it cannot decode all of body it
+// returns what it decoded with an error; a coding it does not know leaves
+// body as it is.
+func DecodeContent(body []byte, ce string, max int64) ([]byte, error) {
+	ce = strings.ToLower(strings.TrimSpace(ce))
+	if ce == "" || ce == "identity" || len(body) == 0 {
+		return body, nil
+	}
+	var r io.Reader = bytes.NewReader(body)
 	codings := strings.Split(ce, ",")
 	for i := len(codings) - 1; i >= 0; i-- {
 		var err error
@@ -513,32 +531,29 @@ func (f *Fetcher) decode(resp *Response) {
 			r = deflateReader(r)
 		case "zstd":
 			var d *zstd.Decoder
-			d, err = zstd.NewReader(r, zstd.WithDecoderMaxMemory(uint64(f.cfg.MaxDecodedSize)), zstd.WithDecoderConcurrency(1))
+			d, err = zstd.NewReader(r, zstd.WithDecoderMaxMemory(uint64(max)), zstd.WithDecoderConcurrency(1))
 			if d != nil {
 				defer d.Close()
 			}
 			r = d
 		case "identity", "":
 		default:
-			resp.DecodeError = fmt.Errorf("unknown content-encoding %q", codings[i])
-			return
+			return body, fmt.Errorf("unknown content-encoding %q", codings[i])
 		}
 		if err != nil {
-			resp.DecodeError = fmt.Errorf("content-encoding %s: %w", codings[i], err)
-			return
+			return body, fmt.Errorf("content-encoding %s: %w", codings[i], err)
 		}
 	}
 	var out bytes.Buffer
-	n, err := io.Copy(&out, io.LimitReader(r, f.cfg.MaxDecodedSize+1))
+	n, err := io.Copy(&out, io.LimitReader(r, max+1))
 	switch {
-	case n > f.cfg.MaxDecodedSize:
-		out.Truncate(int(f.cfg.MaxDecodedSize))
-		resp.DecodeError = fmt.Errorf("content-encoding %s: decoded body exceeds %d bytes (a compression bomb?)", ce, f.cfg.MaxDecodedSize)
-	case err != nil && resp.Truncated == "":
-		// A cut-off body fails to decode at its end; that is not news.
-		resp.DecodeError = fmt.Errorf("content-encoding %s: %w", ce, err)
+	case n > max:
+		out.Truncate(int(max))
+		return out.Bytes(), fmt.Errorf("content-encoding %s: %w: more than %d bytes (a compression bomb?)", ce, ErrDecodedTooLarge, max)
+	case err != nil:
+		return out.Bytes(), fmt.Errorf("content-encoding %s: %w", ce, err)
 	}
-	resp.Body = out.Bytes()
+	return out.Bytes(), nil
 }
 
 // deflateReader reads "deflate", which servers send both zlib-wrapped (as

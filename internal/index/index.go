@@ -102,6 +102,9 @@ func ByDigest(r pebble.Reader, digest string) (Capture, bool, error) {
 	return c, true, nil
 }
 
+// ByDigest returns the first capture that stored a payload with this digest.
+func (x *Index) ByDigest(digest string) (Capture, bool, error) { return ByDigest(x.db, digest) }
+
 // Has reports whether any capture of urlKey exists.
 func (x *Index) Has(urlKey string) (bool, error) {
 	found := false
