@@ -7,18 +7,21 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/bench"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: waggle bench crawl [flags]")
+		fmt.Fprintln(stderr, "usage: waggle bench crawl|replay [flags]")
 		return errUsage
 	}
 	switch args[0] {
 	case "crawl":
 		return benchCrawl(ctx, args[1:], stdout, stderr)
+	case "replay":
+		return benchReplay(ctx, args[1:], stdout, stderr)
 	case "fetchloop":
 		return benchFetchLoop(ctx, args[1:], stdout, stderr)
 	}
@@ -68,4 +71,25 @@ func benchFetchLoop(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	return json.NewEncoder(stdout).Encode(map[string]int64{"requests": n, "bytes": bytes})
+}
+
+func benchReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench replay", "[flags]", stderr)
+	var opts bench.ReplayOptions
+	fs.IntVar(&opts.Hosts, "hosts", 500, "hosts in the synthetic archive")
+	fs.IntVar(&opts.URLsPerHost, "urls", 40, "URLs per host")
+	fs.IntVar(&opts.Captures, "captures", 5, "captures of each URL")
+	fs.IntVar(&opts.Concurrency, "concurrency", 8, "concurrent clients")
+	fs.DurationVar(&opts.Duration, "duration", 5*time.Second, "how long each kind of request is measured")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "waggle-bench-replay-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	opts.Dir = dir
+	_, err = bench.Replay(ctx, opts, stdout)
+	return err
 }

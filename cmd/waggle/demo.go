@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/replay"
 	"github.com/waggle-archive/waggle/internal/websim"
 )
 
@@ -17,6 +19,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("demo", "[flags]", stderr)
 	data := fs.String("data", "./waggle-demo", "data directory for the demo archive")
 	maxPages := fs.Int("max-pages", 1500, "captures to make")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "address to serve the replay interface on when the crawl is done (\"\" to stop after the crawl)")
 	var wcfg websim.Config
 	websimFlags(fs, &wcfg)
 	if _, err := parseFlags(fs, args); err != nil {
@@ -49,6 +52,23 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "  capture index: waggle index export --data %s\n", *data)
 	fmt.Fprintf(stdout, "Next:\n")
 	fmt.Fprintf(stdout, "  go run ./cmd/waggle demo --max-pages %d   continues the same crawl: nothing archived is fetched again\n", 2**maxPages)
-	fmt.Fprintf(stdout, "  open the WARC files with any WARC tool (warcio, pywb, ReplayWeb.page); replay in waggle itself is the next issue\n")
-	return nil
+	fmt.Fprintf(stdout, "  open the WARC files with any WARC tool (warcio, pywb, ReplayWeb.page), or export them: waggle export wacz --data %s --out demo.wacz\n", *data)
+	if *httpAddr == "" {
+		return nil
+	}
+	srv.Close() // replay never reaches the live (here: simulated) web
+	db, err := crawl.OpenDB(*data)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ui, content, err := replay.Listen(*httpAddr, "")
+	if err != nil {
+		// The usual ports are taken: any free ones will do.
+		if ui, content, err = replay.Listen("127.0.0.1:0", ""); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "\nServing the archive; start from its home page, or see a seed's captures at /web/*/%s\n", seeds[0])
+	return serveArchive(ctx, index.New(db), filepath.Join(*data, "warc"), ui, content, stdout, stderr)
 }

@@ -4,32 +4,64 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
-// TestDemoAndExport runs the demo (the README's first command) and exports
-// its capture index, through the same entry point as the binary.
+// TestDemoAndExport runs the demo (the README's first command), opens the
+// replay interface it serves, and exports its capture index, through the
+// same entry point as the binary.
 func TestDemoAndExport(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "demo")
-	var out, errs bytes.Buffer
-	if code := run(context.Background(), []string{"demo", "--data", data, "--max-pages", "60", "--hosts", "20", "--pages", "200"}, &out, &errs); code != 0 {
-		t.Fatalf("demo exit %d\nstdout: %s\nstderr: %s", code, out.String(), errs.String())
+	var out, errs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"demo", "--data", data, "--max-pages", "60", "--hosts", "20", "--pages", "200", "--http", "127.0.0.1:0"}, &out, &errs)
+	}()
+	addr := ""
+	for addr == "" {
+		select {
+		case code := <-done:
+			t.Fatalf("demo exit %d before serving\nstdout: %s\nstderr: %s", code, out.String(), errs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if m := regexp.MustCompile(`Replay: open (http://[^/ ]+)/`).FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		}
 	}
 	if !strings.Contains(out.String(), "The archive is in") || !strings.Contains(errs.String(), "pages 60 (+60 new)") {
 		t.Fatalf("demo output:\n%s\n%s", out.String(), errs.String())
+	}
+	resp, err := http.Get(addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !regexp.MustCompile(`<b>\d+</b> captures of <b>\d+</b> hosts`).Match(home) {
+		t.Fatalf("demo's replay home page: %d\n%s", resp.StatusCode, home)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("demo stopped with exit %d; want 0 (a clean stop)\n%s", code, errs.String())
 	}
 	if segs, _ := filepath.Glob(filepath.Join(data, "warc", "*.warc.gz")); len(segs) == 0 {
 		t.Fatal("demo wrote no WARC file")
 	}
 
+	var plain bytes.Buffer
 	cdxj := filepath.Join(t.TempDir(), "index.cdxj")
-	out.Reset()
-	errs.Reset()
-	if code := run(context.Background(), []string{"index", "export", "--data", data, "--out", cdxj}, &out, &errs); code != 0 {
-		t.Fatalf("index export exit %d: %s", code, errs.String())
+	if code := run(context.Background(), []string{"index", "export", "--data", data, "--out", cdxj}, &plain, &plain); code != 0 {
+		t.Fatalf("index export exit %d: %s", code, plain.String())
 	}
 	b, _ := os.ReadFile(cdxj)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
@@ -43,6 +75,24 @@ func TestDemoAndExport(t *testing.T) {
 			t.Fatalf("bad CDXJ line %q", l)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestUsageErrors(t *testing.T) {

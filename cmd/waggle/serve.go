@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/replay"
+)
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", "[flags]", stderr)
+	data := fs.String("data", "./waggle-data", "data directory of the archive")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "address of the web interface")
+	contentAddr := fs.String("content-http", "", "address replayed pages are served from, a separate origin (default: the --http host, next port)")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(*data, "db")); err != nil {
+		return fmt.Errorf("no archive at %s: %w", *data, err)
+	}
+	db, err := crawl.OpenDB(*data)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ui, content, err := replay.Listen(*httpAddr, *contentAddr)
+	if err != nil {
+		return err
+	}
+	return serveArchive(ctx, index.New(db), filepath.Join(*data, "warc"), ui, content, stdout, stderr)
+}
+
+// serveArchive serves replay of an archive on the two listeners until ctx is done.
+func serveArchive(ctx context.Context, idx *index.Index, warcDir string, ui, content net.Listener, stdout, stderr io.Writer) error {
+	srv := replay.New(replay.Config{
+		Index:       idx,
+		WARCDir:     warcDir,
+		UIAddr:      ui.Addr().String(),
+		ContentAddr: content.Addr().String(),
+		Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	fmt.Fprintf(stdout, "Replay: open http://%s/ (replayed pages are served from http://%s/). Ctrl-C stops.\n", browsable(ui.Addr()), browsable(content.Addr()))
+	return replay.Serve(ctx, srv, ui, content)
+}
+
+// browsable names a listener's address as a browser on this machine reaches it.
+func browsable(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	return net.JoinHostPort("localhost", fmt.Sprint(tcp.Port))
+}

@@ -1,0 +1,203 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// maxCapturesListed bounds the captures of one URL read for a lookup; a URL
+// captured more often than this is replayed from its most recent ones.
+const maxCapturesListed = 200_000
+
+// capturesOf returns the captures of the URL key in time order.
+func (s *Server) capturesOf(ctx context.Context, key string) ([]index.Capture, error) {
+	var caps []index.Capture
+	err := s.idx.Captures(ctx, key, true, func(c index.Capture) (bool, error) {
+		caps = append(caps, c)
+		return len(caps) < maxCapturesListed, nil
+	})
+	// Read newest first so that the bound keeps the recent ones; then put
+	// them in time order.
+	for i, j := 0, len(caps)-1; i < j; i, j = i+1, j-1 {
+		caps[i], caps[j] = caps[j], caps[i]
+	}
+	return caps, err
+}
+
+// closest returns the index of the capture nearest to t (the earlier one on
+// a tie), or -1 when caps is empty.
+func closest(caps []index.Capture, t time.Time) int {
+	best := -1
+	var bestD time.Duration
+	for i, c := range caps {
+		d := c.Time.Sub(t)
+		if d < 0 {
+			d = -d
+		}
+		if best < 0 || d < bestD {
+			best, bestD = i, d
+		}
+	}
+	return best
+}
+
+// atOrBefore is how embedded resources are chosen: the newest capture not
+// newer than the page (second precision, as the page's timestamp has), so a
+// page is shown with what the web held when it was captured; when there is
+// none, the nearest after it.
+func atOrBefore(caps []index.Capture, t time.Time) int {
+	limit := t.Truncate(time.Second).Add(time.Second)
+	best := -1
+	for i, c := range caps {
+		if c.Time.Before(limit) {
+			best = i
+		}
+	}
+	if best < 0 && len(caps) > 0 {
+		return 0
+	}
+	return best
+}
+
+// response is an archived HTTP response ready to be replayed.
+type response struct {
+	status    int
+	header    http.Header
+	payload   []byte // the entity body as archived: content codings kept
+	truncated bool
+}
+
+// errCorrupt marks a capture whose bytes on disk cannot be read back.
+var errCorrupt = errors.New("the archived record is damaged")
+
+// load reads the response a capture holds. A revisit gives its own headers
+// and the payload of the capture it refers to; a server-not-modified revisit
+// the original's headers too.
+func (s *Server) load(ctx context.Context, c index.Capture) (*response, error) {
+	rec, err := warc.ReadAt(s.warcDir, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
+	}
+	switch rec.Type() {
+	case warc.TypeResponse:
+		return parseResponse(rec.Block)
+	case warc.TypeResource:
+		h := http.Header{}
+		if ct := rec.Header.Get("Content-Type"); ct != "" {
+			h.Set("Content-Type", ct)
+		}
+		return &response{status: http.StatusOK, header: h, payload: rec.Block}, nil
+	case warc.TypeRevisit:
+		return s.loadRevisit(ctx, c, rec)
+	}
+	return nil, fmt.Errorf("%w: a %s record cannot be replayed", errCorrupt, rec.Type())
+}
+
+func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Record) (*response, error) {
+	orig, err := s.original(ctx, c, rec)
+	if err != nil {
+		return nil, err
+	}
+	if orig.Type == warc.TypeRevisit {
+		return nil, fmt.Errorf("%w: revisit refers to another revisit", errCorrupt)
+	}
+	base, err := s.load(ctx, orig)
+	if err != nil {
+		return nil, err
+	}
+	own, err := parseResponse(rec.Block)
+	if err != nil || own.status == http.StatusNotModified || own.status == 0 {
+		return base, nil // the original's headers describe the payload
+	}
+	// Headers that describe the bytes come from the record that holds them.
+	for _, k := range []string{"Content-Encoding", "Transfer-Encoding", "Content-Length"} {
+		own.header.Del(k)
+		if v, ok := base.header[k]; ok {
+			own.header[k] = v
+		}
+	}
+	own.payload, own.truncated = base.payload, base.truncated
+	return own, nil
+}
+
+// original finds the capture a revisit refers to: by WARC-Refers-To-Target-URI
+// and -Date when given, else by payload digest.
+func (s *Server) original(ctx context.Context, c index.Capture, rec *warc.Record) (index.Capture, error) {
+	if uri := rec.Header.Get("WARC-Refers-To-Target-URI"); uri != "" {
+		when, derr := warc.ParseDate(rec.Header.Get("WARC-Refers-To-Date"))
+		if key, kerr := urlkey.SURT(uri); derr == nil && kerr == nil {
+			var found index.Capture
+			ok := false
+			err := s.idx.Captures(ctx, key, false, func(o index.Capture) (bool, error) {
+				if o.Time.Truncate(time.Second).Equal(when.Truncate(time.Second)) && o.Type != warc.TypeRevisit {
+					found, ok = o, true
+					return false, nil
+				}
+				return true, nil
+			})
+			if err != nil {
+				return index.Capture{}, err
+			}
+			if ok {
+				return found, nil
+			}
+		}
+	}
+	if c.Digest != "" {
+		orig, ok, err := s.idx.ByDigest(c.Digest)
+		if err != nil {
+			return index.Capture{}, err
+		}
+		if ok {
+			return orig, nil
+		}
+	}
+	return index.Capture{}, fmt.Errorf("%w: the capture this revisit refers to is not in the archive", errCorrupt)
+}
+
+// parseResponse splits a raw HTTP/1.x response into status, headers and payload.
+func parseResponse(raw []byte) (*response, error) {
+	end := warc.HTTPHeaderEnd(raw)
+	if end < 0 {
+		end = len(raw) // a revisit may hold headers without the blank line
+	}
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(raw[:end])))
+	line, err := tp.ReadLine()
+	if err != nil {
+		return nil, fmt.Errorf("%w: no HTTP status line", errCorrupt)
+	}
+	_, rest, _ := strings.Cut(line, " ")
+	code, _, _ := strings.Cut(rest, " ")
+	status, err := strconv.Atoi(code)
+	if err != nil || status < 100 || status > 999 {
+		return nil, fmt.Errorf("%w: bad HTTP status line %q", errCorrupt, truncate(line, 80))
+	}
+	mh, err := tp.ReadMIMEHeader()
+	if err != nil && len(mh) == 0 && end < len(raw) {
+		return nil, fmt.Errorf("%w: bad HTTP headers: %v", errCorrupt, err)
+	}
+	payload, truncated, err := warc.HTTPPayload(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+	}
+	return &response{status: status, header: http.Header(mh), payload: payload, truncated: truncated}, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

@@ -1,0 +1,172 @@
+package replay
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// fixture is one capture to archive for a test.
+type fixture struct {
+	url     string
+	at      string // 14-digit timestamp
+	status  int
+	header  string // extra header lines, "\r\n"-terminated
+	body    string
+	revisit bool // archive as an identical-payload revisit of the first capture of the same body
+	gzip    bool // send the body gzip-encoded
+}
+
+// testArchive is an archive made of fixtures, served by a Server on two
+// loopback listeners.
+type testArchive struct {
+	idx     *index.Index
+	dir     string
+	caps    map[string]index.Capture // by url + " " + at
+	ui      *httptest.Server
+	content *httptest.Server
+	srv     *Server
+}
+
+func ts(s string) time.Time {
+	t, err := time.Parse(ts14, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func newTestArchive(t *testing.T, fixtures []fixture) *testArchive {
+	t.Helper()
+	data := t.TempDir()
+	db, err := crawl.OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	warcDir := filepath.Join(data, "warc")
+	if err := os.MkdirAll(warcDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := warc.NewWriter(warcDir, warc.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &testArchive{idx: index.New(db), dir: warcDir, caps: map[string]index.Capture{}}
+	b := db.NewIndexedBatch()
+	first := map[string]index.Capture{}
+	for _, f := range fixtures {
+		if f.status == 0 {
+			f.status = 200
+		}
+		body := []byte(f.body)
+		enc := ""
+		if f.gzip {
+			var zb bytes.Buffer
+			zw := gzip.NewWriter(&zb)
+			zw.Write(body)
+			zw.Close()
+			body, enc = zb.Bytes(), "Content-Encoding: gzip\r\n"
+		}
+		head := fmt.Sprintf("HTTP/1.1 %d %s\r\n%s%sContent-Length: %d\r\n\r\n", f.status, http.StatusText(f.status), f.header, enc, len(body))
+		raw := append([]byte(head), body...)
+		when := ts(f.at)
+		rec, err := warc.NewResponse(f.url, when, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digest := rec.Header.Get("WARC-Payload-Digest")
+		typ := warc.TypeResponse
+		if f.revisit {
+			o, ok := first[digest]
+			if !ok {
+				t.Fatalf("fixture %s %s: revisit of a payload not archived before", f.url, f.at)
+			}
+			rec = warc.NewRevisit(f.url, when, warc.ProfileIdenticalPayload, []byte(head), digest, warc.RefersTo{ID: o.RecordID, URI: o.URL, Date: o.Time})
+			typ = warc.TypeRevisit
+		}
+		loc, err := w.Write(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := urlkey.Canonical("", f.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := urlkey.SURT(u)
+		c := index.Capture{URLKey: key, Time: when, URL: u, Type: typ, Status: f.status, Digest: digest,
+			Segment: loc.Segment, Offset: loc.Offset, Length: loc.Length, RecordID: rec.ID()}
+		if ct := http.Header(parseHeaderLines(f.header)).Get("Content-Type"); ct != "" {
+			c.MIME = strings.TrimSpace(strings.Split(ct, ";")[0])
+		}
+		if err := index.Put(b, c); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := first[digest]; !ok && !f.revisit {
+			first[digest] = c
+			index.PutDigest(b, c)
+		}
+		a.caps[u+" "+f.at] = c
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(nil); err != nil {
+		t.Fatal(err)
+	}
+	a.ui = httptest.NewUnstartedServer(nil)
+	a.content = httptest.NewUnstartedServer(nil)
+	a.srv = New(Config{Index: a.idx, WARCDir: warcDir, UIAddr: a.ui.Listener.Addr().String(), ContentAddr: a.content.Listener.Addr().String()})
+	a.ui.Config.Handler = a.srv.UI()
+	a.content.Config.Handler = a.srv.Content()
+	a.ui.Start()
+	a.content.Start()
+	t.Cleanup(a.ui.Close)
+	t.Cleanup(a.content.Close)
+	return a
+}
+
+func parseHeaderLines(s string) map[string][]string {
+	h := http.Header{}
+	for _, l := range strings.Split(s, "\r\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+		}
+	}
+	return h
+}
+
+// noRedirect is a client that shows redirects instead of following them.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func get(t *testing.T, url string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return resp, b.String()
+}

@@ -1,0 +1,100 @@
+package replay
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/waggle-archive/waggle/internal/cdx"
+	"github.com/waggle-archive/waggle/internal/index"
+)
+
+// setMementoHeaders marks a response as memento caps[i] (RFC 7089 §2.1).
+func setMementoHeaders(h http.Header, ui string, caps []index.Capture, i int) {
+	h.Set("Memento-Datetime", httpDate(caps[i].Time))
+	h.Set("Link", linkHeader(ui, caps, i, true))
+}
+
+// linkHeader lists the original resource, TimeGate, TimeMap and the first,
+// last, previous and next mementos around caps[i]; with self, caps[i] itself
+// as "memento".
+func linkHeader(ui string, caps []index.Capture, i int, self bool) string {
+	orig := caps[i].URL
+	links := []string{
+		fmt.Sprintf(`<%s>; rel="original"`, orig),
+		fmt.Sprintf(`<%s/web/%s>; rel="timegate"`, ui, orig),
+		fmt.Sprintf(`<%s/web/timemap/link/%s>; rel="timemap"; type="application/link-format"`, ui, orig),
+	}
+	rels := map[int][]string{}
+	order := []int{}
+	addRel := func(j int, rel string) {
+		if j < 0 || j >= len(caps) {
+			return
+		}
+		if rels[j] == nil {
+			order = append(order, j)
+		}
+		rels[j] = append(rels[j], rel)
+	}
+	addRel(0, "first")
+	if i > 0 {
+		addRel(i-1, "prev")
+	}
+	if self {
+		addRel(i, "")
+	}
+	if i < len(caps)-1 {
+		addRel(i+1, "next")
+	}
+	addRel(len(caps)-1, "last")
+	for _, j := range order {
+		rel := strings.TrimSpace(strings.Join(rels[j], " ") + " memento")
+		links = append(links, fmt.Sprintf(`<%s/web/%s/%s>; rel="%s"; datetime="%s"`, ui, caps[j].Timestamp14(), caps[j].URL, rel, httpDate(caps[j].Time)))
+	}
+	return strings.Join(links, ", ")
+}
+
+// timemap serves /web/timemap/link/<url> (application/link-format, RFC 7089
+// §5) and /web/timemap/json/<url> (pywb's: the CDX JSON lines of the URL).
+func (s *Server) timemap(w http.ResponseWriter, r *http.Request, format, raw string) {
+	switch format {
+	case "link":
+		res, ok := s.resolve(w, r, raw)
+		if !ok {
+			return
+		}
+		ui := s.uiOrigin(r)
+		first, last := res.caps[0], res.caps[len(res.caps)-1]
+		w.Header().Set("Content-Type", "application/link-format")
+		var b strings.Builder
+		fmt.Fprintf(&b, "<%s>; rel=\"original\",\n", res.url)
+		fmt.Fprintf(&b, "<%s/web/timemap/link/%s>; rel=\"self\"; type=\"application/link-format\"; from=\"%s\"; until=\"%s\",\n", ui, res.url, httpDate(first.Time), httpDate(last.Time))
+		fmt.Fprintf(&b, "<%s/web/%s>; rel=\"timegate\"", ui, res.url)
+		for i, c := range res.caps {
+			rel := "memento"
+			switch {
+			case len(res.caps) == 1:
+				rel = "first last memento"
+			case i == 0:
+				rel = "first memento"
+			case i == len(res.caps)-1:
+				rel = "last memento"
+			}
+			fmt.Fprintf(&b, ",\n<%s/web/%s/%s>; rel=\"%s\"; datetime=\"%s\"", ui, c.Timestamp14(), c.URL, rel, httpDate(c.Time))
+		}
+		b.WriteString("\n")
+		w.Write([]byte(b.String()))
+	case "json":
+		q, err := cdx.ParseQuery(map[string][]string{"url": {fixURL(raw)}, "output": {"json"}})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/x-ndjson")
+		if err := q.Write(r.Context(), s.idx, w); err != nil && !isCanceled(err) {
+			s.log.Warn("timemap", "url", raw, "err", err)
+		}
+	default:
+		http.Error(w, "unknown TimeMap format "+format+": use /web/timemap/link/<url> or /web/timemap/json/<url>", http.StatusNotFound)
+	}
+}

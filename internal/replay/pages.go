@@ -1,0 +1,241 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static/ui.css static/top.js
+var staticFiles embed.FS
+
+var staticFS, _ = fs.Sub(staticFiles, "static")
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"date":    func(t time.Time) string { return t.UTC().Format("2 Jan 2006 15:04:05 UTC") },
+	"day":     func(t time.Time) string { return t.UTC().Format("2 Jan 2006") },
+	"ts":      Timestamp,
+	"comma":   comma,
+	"shortid": func(d string) string { return truncate(strings.TrimPrefix(d, "sha1:"), 10) },
+}).ParseFS(templateFS, "templates/*.html"))
+
+// render writes the named page.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	var b bytes.Buffer
+	if err := pages.ExecuteTemplate(&b, name, data); err != nil {
+		s.log.Error("page template", "page", name, "err", err)
+		http.Error(w, "page template: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+func (s *Server) errorPage(w http.ResponseWriter, r *http.Request, status int, title, msg string) {
+	s.render(w, r, status, "error", errorData{Title: title, Message: msg})
+}
+
+type errorData struct{ Title, Message string }
+
+type frameData struct {
+	URL, TS, Src, Content string
+	Date                  time.Time
+	Prev, Next            string
+	Count, Position       int
+}
+
+type urlRow struct {
+	Key, URL, MIME string
+	Count          int
+	First, Last    time.Time
+}
+
+type listData struct {
+	Prefix string
+	Rows   []urlRow
+	Next   string
+}
+
+type notFoundData struct {
+	UI, URL, Host string
+	Near          []urlRow
+}
+
+// calendarData is a URL's captures laid out by year, month and day.
+type calendarData struct {
+	URL    string
+	Total  int
+	First  time.Time
+	Last   time.Time
+	Years  []yearCount
+	Year   int
+	Months []month
+	List   []index.Capture // the shown year's captures, newest first
+}
+
+type yearCount struct{ Year, Count int }
+
+type month struct {
+	Name  string
+	Weeks [][]dayCell // weeks starting on Monday; Day 0 pads
+}
+
+type dayCell struct {
+	Day   int
+	Count int
+	TS    string // first capture of the day
+}
+
+func newCalendar(u string, caps []index.Capture, year int) calendarData {
+	d := calendarData{URL: u, Total: len(caps), First: caps[0].Time, Last: caps[len(caps)-1].Time, Year: year}
+	perYear := map[int]int{}
+	perDay := map[string]*dayCell{}
+	for _, c := range caps {
+		t := c.Time.UTC()
+		perYear[t.Year()]++
+		if t.Year() != year {
+			continue
+		}
+		d.List = append(d.List, c)
+		k := t.Format("0102")
+		if cell := perDay[k]; cell != nil {
+			cell.Count++
+		} else {
+			perDay[k] = &dayCell{Day: t.Day(), Count: 1, TS: c.Timestamp14()}
+		}
+	}
+	for y, n := range perYear {
+		d.Years = append(d.Years, yearCount{y, n})
+	}
+	sort.Slice(d.Years, func(i, j int) bool { return d.Years[i].Year < d.Years[j].Year })
+	for i, j := 0, len(d.List)-1; i < j; i, j = i+1, j-1 {
+		d.List[i], d.List[j] = d.List[j], d.List[i]
+	}
+	if len(d.List) > 1000 {
+		d.List = d.List[:1000]
+	}
+	for m := time.January; m <= time.December; m++ {
+		first := time.Date(year, m, 1, 0, 0, 0, 0, time.UTC)
+		mo := month{Name: m.String()}
+		week := make([]dayCell, (int(first.Weekday())+6)%7) // Monday first
+		for day := first; day.Month() == m; day = day.AddDate(0, 0, 1) {
+			cell := dayCell{Day: day.Day()}
+			if c := perDay[day.Format("0102")]; c != nil {
+				cell = *c
+			}
+			week = append(week, cell)
+			if len(week) == 7 {
+				mo.Weeks = append(mo.Weeks, week)
+				week = nil
+			}
+		}
+		if len(week) > 0 {
+			mo.Weeks = append(mo.Weeks, week)
+		}
+		d.Months = append(d.Months, mo)
+	}
+	return d
+}
+
+// summary is the home page's picture of the archive.
+type summary struct {
+	Captures int
+	Hosts    int
+	First    time.Time
+	Last     time.Time
+	Top      []hostCount
+	At       time.Time
+}
+
+type hostCount struct {
+	Host  string
+	Count int
+}
+
+// summaryTTL: the summary is a full scan of the index, so it is kept for a
+// while rather than made for every visit to the home page.
+const summaryTTL = time.Minute
+
+func (s *Server) home(w http.ResponseWriter, r *http.Request) {
+	sum, err := s.getSummary(r.Context())
+	if err != nil {
+		s.serverError(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "home", sum)
+}
+
+func (s *Server) getSummary(ctx context.Context) (*summary, error) {
+	s.summaryMu.Lock()
+	defer s.summaryMu.Unlock()
+	if s.summary != nil && time.Since(s.summary.At) < summaryTTL {
+		return s.summary, nil
+	}
+	sum := &summary{At: time.Now()}
+	hosts := map[string]int{}
+	err := s.idx.Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
+		sum.Captures++
+		if sum.First.IsZero() || c.Time.Before(sum.First) {
+			sum.First = c.Time
+		}
+		if c.Time.After(sum.Last) {
+			sum.Last = c.Time
+		}
+		host, _, _ := strings.Cut(c.URLKey, ")")
+		hosts[host]++
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sum.Hosts = len(hosts)
+	for h, n := range hosts {
+		sum.Top = append(sum.Top, hostCount{surtHost(h), n})
+	}
+	sort.Slice(sum.Top, func(i, j int) bool {
+		if sum.Top[i].Count != sum.Top[j].Count {
+			return sum.Top[i].Count > sum.Top[j].Count
+		}
+		return sum.Top[i].Host < sum.Top[j].Host
+	})
+	if len(sum.Top) > 30 {
+		sum.Top = sum.Top[:30]
+	}
+	s.summary = sum
+	return sum, nil
+}
+
+// surtHost turns the host part of a SURT key ("com,example:8080") back into
+// a host name ("example.com:8080").
+func surtHost(k string) string {
+	port := ""
+	if i := strings.IndexByte(k, ':'); i >= 0 {
+		k, port = k[:i], k[i:]
+	}
+	parts := strings.Split(k, ",")
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return strings.Join(parts, ".") + port
+}
+
+func comma(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -1,0 +1,86 @@
+package replay
+
+import (
+	"errors"
+	"strings"
+)
+
+// Modifiers pywb puts after the timestamp to say what a request is for. The
+// empty modifier is a top-level page.
+var modifiers = map[string]bool{
+	"":    true,
+	"mp_": true, // page without the banner frame (inside the frame)
+	"if_": true, // iframe
+	"fr_": true, // frame
+	"im_": true, // image
+	"js_": true, // script
+	"cs_": true, // stylesheet
+	"oe_": true, // other embed (object, video, fonts)
+	"id_": true, // identity: the original payload, byte for byte
+}
+
+// target is what a /web/... path asks for.
+type target struct {
+	ts  string // 1–14 digits, "" for none (a TimeGate request), "*" for a capture list
+	mod string // one of modifiers
+	url string // the archived URL as given, possibly without scheme, possibly ending in "*"
+}
+
+var errNoURL = errors.New("no URL after the timestamp")
+
+// parseTarget splits rest, the request URI after "/web/", into timestamp,
+// modifier and URL. The URL is taken from the raw request URI so that its
+// query string and escaping reach us as the browser sent them.
+func parseTarget(rest string) (target, error) {
+	var t target
+	first, after, hasSlash := strings.Cut(rest, "/")
+	switch {
+	case first == "*" || strings.HasSuffix(first, "*") && isDigits(strings.TrimSuffix(first, "*")):
+		if !hasSlash {
+			return t, errNoURL
+		}
+		t.ts, t.url = "*", after
+	case hasSlash && isTimestampWithMod(first):
+		i := 0
+		for i < len(first) && first[i] >= '0' && first[i] <= '9' {
+			i++
+		}
+		t.ts, t.mod, t.url = first[:i], first[i:], after
+	default:
+		t.url = rest // /web/<url>: a TimeGate
+	}
+	if t.url == "" {
+		return t, errNoURL
+	}
+	return t, nil
+}
+
+func isTimestampWithMod(s string) bool {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i >= 1 && i <= 14 && modifiers[s[i:]]
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// fixURL turns what a user or a browser put after the timestamp into an
+// absolute URL: it adds a missing scheme and repairs the single slash that
+// some clients and proxies leave of "http://".
+func fixURL(u string) string {
+	for _, scheme := range []string{"http:", "https:"} {
+		if len(u) > len(scheme) && strings.EqualFold(u[:len(scheme)], scheme) {
+			rest := strings.TrimLeft(u[len(scheme):], "/")
+			return strings.ToLower(scheme) + "//" + rest
+		}
+	}
+	return "http://" + strings.TrimLeft(u, "/")
+}

@@ -1,0 +1,167 @@
+// Package replay serves an archive over HTTP the way users of web archives
+// expect: a Wayback-style interface (/web/<timestamp>/<url>, capture
+// calendars, a banner), Memento (RFC 7089) TimeGates and TimeMaps, and the
+// CDX server API, with archived pages rewritten so that they load everything
+// from the archive at the same moment and nothing from the live web.
+//
+// A Server has two handlers meant for two listeners, so that archived
+// JavaScript never runs in the origin of the interface:
+//
+//   - UI: the home page, capture lists, the banner frame, Memento and CDX.
+//     A replayed page is shown in an iframe whose source is the content origin.
+//   - Content: the archived bytes (/web/<ts>mp_/<url>, im_, cs_, js_, id_ …),
+//     rewritten, under a Content-Security-Policy that lets a page load only
+//     from the content origin.
+//
+// Neither handler changes anything: a replay node has no mutating endpoint
+// on either listener.
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/waggle-archive/waggle/internal/cdx"
+	"github.com/waggle-archive/waggle/internal/index"
+)
+
+// Config says what a Server replays and where its two origins are.
+type Config struct {
+	Index   *index.Index
+	WARCDir string // where the index's segments are
+
+	// UIAddr and ContentAddr are the host:port of the two listeners as
+	// browsers reach them. A host that is empty or unspecified (0.0.0.0, ::)
+	// is replaced by the host name the request came in on, so the node works
+	// under whatever name it is reached by.
+	UIAddr, ContentAddr string
+
+	Logger *slog.Logger
+}
+
+// Server replays one archive. It is safe for concurrent use.
+type Server struct {
+	idx     *index.Index
+	warcDir string
+	uiAddr  string
+	ctAddr  string
+	log     *slog.Logger
+
+	summaryMu sync.Mutex
+	summary   *summary
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) *Server {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{idx: cfg.Index, warcDir: cfg.WARCDir, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, log: log}
+}
+
+// origin returns "http://host:port" for addr, taking the host from r when
+// addr does not name one.
+func origin(addr string, r *http.Request) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = r.Host
+		if h, _, err := net.SplitHostPort(r.Host); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+func (s *Server) uiOrigin(r *http.Request) string      { return origin(s.uiAddr, r) }
+func (s *Server) contentOrigin(r *http.Request) string { return origin(s.ctAddr, r) }
+
+// UI returns the handler for the interface listener.
+func (s *Server) UI() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.home)
+	mux.HandleFunc("GET /search", s.search)
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(staticFS)))
+	mux.HandleFunc("GET /cdx", s.cdx)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.errorPage(w, r, http.StatusNotFound, "No such page", "There is nothing at "+r.URL.Path+". Start from the home page.")
+	})
+	return securityHeaders(archivePaths(s.web, mux))
+}
+
+// Content returns the handler for the content listener.
+func (s *Server) Content() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /_waggle/inject.js", serveInjectJS)
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(staticFS))) // the not-found page's style
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "not an archived URL: replayed content lives under /web/<timestamp><modifier>/<url>", http.StatusNotFound)
+	})
+	return archivePaths(s.content, mux)
+}
+
+// archivePaths sends GET and HEAD requests for /web/... to h and the rest to
+// mux. ServeMux would clean the archived URL in the path ("http://" has a
+// double slash) and redirect; these paths must reach h as they came.
+func archivePaths(h http.HandlerFunc, mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/web/") {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				http.Error(w, "an archive is read-only: only GET and HEAD", http.StatusMethodNotAllowed)
+				return
+			}
+			h(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// securityHeaders sets the interface's own policy: its pages load only from
+// their origin (the replay frame comes from the content origin).
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "same-origin")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) cdx(w http.ResponseWriter, r *http.Request) {
+	cdx.Handler(s.idx).ServeHTTP(w, r)
+}
+
+// requestTarget returns the part of the request URI after prefix, raw, with
+// the query string: an archived URL's own query and escaping.
+func requestTarget(r *http.Request, prefix string) string {
+	uri := r.RequestURI
+	if i := strings.Index(uri, prefix); i >= 0 && !strings.HasPrefix(uri, "/") {
+		uri = uri[i:] // absolute-form request URI
+	}
+	return strings.TrimPrefix(uri, prefix)
+}
+
+// isCanceled reports a request the client gave up on.
+func isCanceled(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// redirect answers with a redirect to loc as given: http.Redirect would
+// clean the path and so break the archived URL in it.
+func redirect(w http.ResponseWriter, loc string, code int) {
+	w.Header().Set("Location", loc)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, "see", loc)
+}
