@@ -82,7 +82,7 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 		// A page is the capture closest to the time asked for, at its own
 		// timestamp, so that the address says which capture is shown.
 		i = closest(caps, when)
-		if ts := caps[i].Timestamp14(); ts != t.ts || caps[i].URL != t.url {
+		if ts := caps[i].Timestamp14(); ts != t.ts || !sameURL(t.url, caps[i].URL) {
 			redirect(w, "/web/"+ts+t.mod+"/"+caps[i].URL, http.StatusFound)
 			return
 		}

@@ -23,6 +23,9 @@ var modifiers = map[string]bool{
 type target struct {
 	ts  string // 1–14 digits, "" for none (a TimeGate request), "*" for a capture list
 	mod string // one of modifiers
+	// within narrows a capture list to a period ("2024" in /web/2024*/<url>),
+	// as Wayback machines read a timestamp prefix before '*'.
+	within string
 	url string // the archived URL as given, possibly without scheme, possibly ending in "*"
 }
 
@@ -39,7 +42,7 @@ func parseTarget(rest string) (target, error) {
 		if !hasSlash {
 			return t, errNoURL
 		}
-		t.ts, t.url = "*", after
+		t.ts, t.within, t.url = "*", strings.TrimSuffix(first, "*"), after
 	case hasSlash && isTimestampWithMod(first):
 		i := 0
 		for i < len(first) && first[i] >= '0' && first[i] <= '9' {

@@ -276,6 +276,21 @@ func TestCaptureListsAndHome(t *testing.T) {
 			t.Errorf("URL list lacks %s", u)
 		}
 	}
+	// A timestamp prefix before '*' picks the calendar's year.
+	_, body = get(t, a.ui.URL+"/web/2023*/http://example.com/logo.png")
+	if !strings.Contains(body, "Captures in 2023") || !strings.Contains(body, "/web/20231201000000/http://example.com/logo.png") || strings.Contains(body, "<td><a href=\"/web/20240201000000/") {
+		t.Errorf("calendar of 2023:\n%s", body)
+	}
+	// A page that is not canonical redirects to the canonical URL, once.
+	resp, _ = get(t, a.ui.URL+"/web/20240101120000/example.com")
+	if loc := resp.Header.Get("Location"); resp.StatusCode != 302 || loc != "/web/20240101120000/http://example.com/" {
+		t.Errorf("non-canonical URL: %d %q", resp.StatusCode, loc)
+	}
+	// The list's own query is not part of the prefix.
+	resp, body = get(t, a.ui.URL+"/web/*/http://example.com/*?after="+a.caps["http://example.com/logo.png 20231201000000"].URLKey)
+	if resp.StatusCode != 200 || strings.Contains(body, "http://example.com/about\"") || !strings.Contains(body, "http://example.com/style.css") {
+		t.Errorf("URL list after logo.png:\n%s", body)
+	}
 	_, body = get(t, a.ui.URL+"/")
 	if !strings.Contains(body, "<b>9</b> captures of <b>1</b> hosts") || !strings.Contains(body, "1 Dec 2023") || !strings.Contains(body, "1 Jun 2024") {
 		t.Errorf("home summary:\n%s", body)

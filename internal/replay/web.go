@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,11 +37,12 @@ func (s *Server) web(w http.ResponseWriter, r *http.Request) {
 	}
 	switch t.ts {
 	case "*":
-		if strings.HasSuffix(t.url, "*") {
-			s.urlList(w, r, strings.TrimSuffix(t.url, "*"))
+		// A prefix ends in '*', before the list's own query (?after=…).
+		if prefix, _, ok := strings.Cut(t.url, "*"); ok && (strings.HasSuffix(t.url, "*") || strings.Contains(t.url, "*?")) {
+			s.urlList(w, r, prefix)
 			return
 		}
-		s.calendar(w, r, t.url)
+		s.calendar(w, r, t)
 	case "":
 		s.timegate(w, r, t.url)
 	default:
@@ -95,7 +97,7 @@ func (s *Server) frame(w http.ResponseWriter, r *http.Request, t target) {
 	}
 	i := closest(res.caps, when)
 	c := res.caps[i]
-	if ts := c.Timestamp14(); ts != t.ts || c.URL != t.url {
+	if ts := c.Timestamp14(); ts != t.ts || !sameURL(t.url, c.URL) {
 		redirect(w, "/web/"+ts+"/"+c.URL, http.StatusFound)
 		return
 	}
@@ -155,14 +157,14 @@ func (s *Server) timegate(w http.ResponseWriter, r *http.Request, raw string) {
 
 // calendar serves /web/*/<url>: the captures of one URL by year, month
 // and day, and as a list.
-func (s *Server) calendar(w http.ResponseWriter, r *http.Request, raw string) {
-	res, ok := s.resolve(w, r, raw)
+func (s *Server) calendar(w http.ResponseWriter, r *http.Request, t target) {
+	res, ok := s.resolve(w, r, t.url)
 	if !ok {
 		return
 	}
 	year := res.caps[len(res.caps)-1].Time.Year()
-	if y := r.URL.Query().Get("year"); y != "" {
-		fmt.Sscan(y, &year)
+	if len(t.within) >= 4 {
+		year, _ = strconv.Atoi(t.within[:4])
 	}
 	s.render(w, r, http.StatusOK, "calendar", newCalendar(res.url, res.caps, year))
 }
@@ -261,4 +263,16 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	redirect(w, "/web/*/"+q, http.StatusFound)
+}
+
+// sameURL reports whether the URL a request named is the capture's URL as
+// the address bar should show it. Escaping is ignored: a browser may escape
+// what it is sent, and redirecting on that would never end.
+func sameURL(asked, canonical string) bool {
+	a, err1 := url.PathUnescape(asked)
+	c, err2 := url.PathUnescape(canonical)
+	if err1 != nil || err2 != nil {
+		return asked == canonical
+	}
+	return a == c
 }
