@@ -26,7 +26,7 @@ type target struct {
 	// within narrows a capture list to a period ("2024" in /web/2024*/<url>),
 	// as Wayback machines read a timestamp prefix before '*'.
 	within string
-	url string // the archived URL as given, possibly without scheme, possibly ending in "*"
+	url    string // the archived URL as given, possibly without scheme, possibly ending in "*"
 }
 
 var errNoURL = errors.New("no URL after the timestamp")
