@@ -24,6 +24,9 @@ func commands() []command {
 	return []command{
 		{"crawl", "crawl sites into a WARC archive", runCrawl},
 		{"index", "export the capture index (waggle index export)", runIndex},
+		{"export", "export captures as a WACZ file (waggle export wacz)", runExport},
+		{"import", "add the records of WARC and WACZ files to the archive", runImport},
+		{"serve", "serve an archive's replay: Wayback UI, Memento, CDX API", runServe},
 		{"websim", "serve the synthetic test web (also an HTTP proxy)", runWebsim},
 		{"demo", "crawl part of the synthetic web offline and show the result", runDemo},
 		{"bench", "measure the crawler against a plain fetch loop and wget (waggle bench crawl)", runBench},

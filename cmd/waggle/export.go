@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/wacz"
+)
+
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "wacz" {
+		fmt.Fprintln(stderr, "usage: waggle export wacz --out FILE.wacz [--data DIR] [--host HOST | --prefix URL] [--from TS] [--to TS]")
+		return errUsage
+	}
+	fs := newFlagSet("export wacz", "--out FILE.wacz [flags]", stderr)
+	data := fs.String("data", "./waggle-data", "data directory")
+	out := fs.String("out", "", "WACZ file to write (required)")
+	host := fs.String("host", "", "only captures of this host (www. ignored, as in SURT keys)")
+	prefix := fs.String("prefix", "", "only captures of URLs under this prefix (as a pywb prefix query)")
+	from := fs.String("from", "", "only captures at or after this 1-14 digit timestamp (yyyyMMddhhmmss, padded like Wayback)")
+	to := fs.String("to", "", "only captures up to the end of this 1-14 digit timestamp")
+	pos, err := parseFlags(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	if *out == "" {
+		return fmt.Errorf("%w: --out FILE.wacz is required", errUsage)
+	}
+	if *host != "" && *prefix != "" {
+		return fmt.Errorf("%w: --host and --prefix cannot be combined", errUsage)
+	}
+	sel := wacz.Selection{Host: *host, Prefix: *prefix}
+	if sel.Prefix != "" && !strings.Contains(sel.Prefix, "://") {
+		sel.Prefix = "http://" + sel.Prefix // scheme does not matter in a SURT prefix
+	}
+	if *from != "" {
+		if sel.From, err = index.ParseTimestamp(*from, false); err != nil {
+			return fmt.Errorf("%w: --from: %v", errUsage, err)
+		}
+	}
+	if *to != "" {
+		last, err := index.ParseTimestamp(*to, true)
+		if err != nil {
+			return fmt.Errorf("%w: --to: %v", errUsage, err)
+		}
+		sel.To = last.Add(time.Second) // the selection's end is exclusive
+	}
+	if _, err := os.Stat(*data); err != nil {
+		return fmt.Errorf("no archive at %s: %w", *data, err)
+	}
+	db, err := crawl.OpenDB(*data)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	// Write beside the destination and rename at the end, so an interrupted
+	// export leaves no partial WACZ under the name asked for.
+	dir := filepath.Dir(*out)
+	tmp, err := os.CreateTemp(dir, ".waggle-export-*.wacz")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	defer tmp.Close()
+	start := time.Now()
+	s, err := wacz.Export(ctx, tmp, wacz.Source{DB: db, WARCDir: filepath.Join(*data, "warc"), TempDir: dir}, sel)
+	if err != nil {
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it private
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	fi, err := tmp.Stat()
+	if err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), *out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%d captures (%d pages), %d payload records for their revisits, %d WARC records, %s in %s — %s\n",
+		s.Captures, s.Pages, s.Originals, s.Records, humanBytes(fi.Size()), time.Since(start).Round(time.Millisecond), *out)
+	if s.Missing > 0 {
+		fmt.Fprintf(stderr, "warning: %d revisit records refer to payloads that are not in the archive; they will not replay\n", s.Missing)
+	}
+	return nil
+}

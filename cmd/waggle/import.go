@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/crawl"
+)
+
+func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("import", "[flags] FILE.warc[.gz]|FILE.wacz...", stderr)
+	data := fs.String("data", "./waggle-data", "data directory (created if missing)")
+	verbose := fs.Bool("v", false, "log every record imported but not indexed (to stderr)")
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	start := time.Now()
+	s, err := crawl.Import(ctx, *data, files, log)
+	fmt.Fprintf(stderr, "%d of %d files imported: %d records read, %d written, %d captures indexed, %d duplicates skipped, %d rejected (bad digest) in %s — archive in %s\n",
+		s.Files, len(files), s.Records, s.Written, s.Captures, s.Duplicates, s.Rejected, time.Since(start).Round(time.Millisecond), *data)
+	return err
+}

@@ -1,0 +1,686 @@
+package crawl
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/wacz"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// importedPrefix keys the records Import has written that the capture index
+// does not cover (requests, metadata, warcinfo…): importedPrefix + the
+// SHA-256 of the WARC-Record-ID, so importing a file again skips them too.
+const importedPrefix = "k/imported/"
+
+// Import groups: as for the committer, enough records to amortize the two
+// fsyncs, and a bound on the bytes held in memory while a group is compressed.
+const (
+	importGroupRecords = 256
+	importGroupBytes   = 64 << 20
+)
+
+// ImportStats say what Import did.
+type ImportStats struct {
+	Files      int   // files imported completely
+	Records    int64 // WARC records read
+	Written    int64 // records added to the archive
+	Captures   int64 // captures indexed
+	Duplicates int64 // records skipped: already in the archive
+	Rejected   int64 // records not imported: their block does not match WARC-Block-Digest
+}
+
+// Import adds the records of WARC files (.warc or .warc.gz, a gzip member per
+// record or one for the whole file, WARC/1.0 or 1.1) and WACZ files to the
+// archive in the data directory data, so that they replay like crawled ones.
+//
+// Every record is written to a new segment as its own gzip member, its
+// header fields and block unchanged (the writer labels every record
+// WARC/1.1, and gives a record without WARC-Warcinfo-ID that of the segment's
+// warcinfo record). Each response, resource and revisit record of an http(s)
+// URL is indexed; a response or resource whose payload digest is new becomes
+// the digest's first capture, for later revisits.
+//
+// Import keeps the committer's protocol: a group of records is written and
+// fsynced, then one pebble batch holds their index entries, the segments'
+// committed ends and the counters, committed with fsync. A kill at any moment
+// loses nothing that was committed, and the next Open or Import cuts off
+// what was not.
+//
+// A record already in the archive is skipped. A capture is, when the index
+// holds one of the same URL key within the precision of the WARC-Date with
+// the same record ID, or the same URL, type, status and payload digest (see
+// placeCapture); any other record by its WARC-Record-ID, which Import
+// remembers, or by belonging to a duplicate capture (see knownRecord). So
+// importing a file twice adds nothing the second time, and neither does
+// importing a WACZ exported from the same archive.
+//
+// A damaged file (cut short, not a WARC, a corrupt gzip member) is imported
+// up to the damage; the error names the file and the offset, and Import goes
+// on with the next file. A WACZ is checked against its datapackage.json hashes
+// before anything of it is imported. Failing to write or commit stops Import.
+func Import(ctx context.Context, data string, files []string, log *slog.Logger) (ImportStats, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	warcDir := filepath.Join(data, "warc")
+	if err := os.MkdirAll(warcDir, 0o755); err != nil {
+		return ImportStats{}, fmt.Errorf("import: %w", err)
+	}
+	db, err := OpenDB(data)
+	if err != nil {
+		return ImportStats{}, fmt.Errorf("import: %w", err)
+	}
+	defer db.Close()
+	if err := reconcileSegments(db, warcDir, log); err != nil {
+		return ImportStats{}, err
+	}
+	st, err := loadState(db)
+	if err != nil {
+		return ImportStats{}, err
+	}
+	im := &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, segInfo: map[string]string{}}
+	var errs []error
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		err := im.importFile(ctx, f)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if im.broken != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+	}
+	if im.w != nil {
+		if err := im.w.Close(); err != nil && im.broken == nil {
+			errs = append(errs, fmt.Errorf("import: %w", err))
+		}
+	}
+	return im.stats, errors.Join(errs...)
+}
+
+// importer is the state of one Import.
+type importer struct {
+	db      *pebble.DB
+	warcDir string
+	log     *slog.Logger
+	w       *warc.Writer
+	state   state
+	stats   ImportStats
+	broken  error // a write or commit failed: nothing more can be made durable
+
+	dupCaptures map[string]bool   // record IDs of recent duplicate captures
+	segInfo     map[string]string // segment name → its warcinfo record ID ("" if none)
+}
+
+// pendingRecord is a record of the group being assembled.
+type pendingRecord struct {
+	rec     *warc.Record
+	capture *index.Capture // nil when the record is not indexed
+	ridKey  []byte         // importedPrefix key to set, or nil
+}
+
+// group is the records to be committed together.
+type group struct {
+	recs  []pendingRecord
+	bytes int
+	byKey map[string][]*index.Capture // captures of this group by URL key
+	rids  map[string]bool             // importedPrefix keys set in this group
+}
+
+func (g *group) reset() {
+	g.recs, g.bytes = g.recs[:0], 0
+	clear(g.byKey)
+	clear(g.rids)
+}
+
+// importFile imports one WARC or WACZ file.
+func (im *importer) importFile(ctx context.Context, name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return fmt.Errorf("import: %w", err)
+	} else if fi.IsDir() {
+		return fmt.Errorf("import: %s is a directory, not a WARC or WACZ file", name)
+	}
+	var magic [4]byte
+	n, _ := io.ReadFull(f, magic[:])
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	if n == 4 && string(magic[:]) == "PK\x03\x04" {
+		return im.importWACZ(ctx, name)
+	}
+	err = im.importStream(ctx, name, f)
+	if err == nil {
+		im.stats.Files++
+	}
+	return err
+}
+
+// importWACZ checks a WACZ against its manifest, then imports its WARC files.
+func (im *importer) importWACZ(ctx context.Context, name string) error {
+	r, err := wacz.Open(name)
+	if err != nil {
+		return fmt.Errorf("import: %w", err) // names the file
+	}
+	defer r.Close()
+	warcs := r.WARCs()
+	if len(warcs) == 0 {
+		return fmt.Errorf("import: %s: the WACZ holds no WARC file in archive/", name)
+	}
+	// Verify first: a WACZ that fails its own manifest is not imported at all.
+	if err := r.Verify(ctx); err != nil {
+		return fmt.Errorf("import: %s: %w", name, err)
+	}
+	for _, w := range warcs {
+		rc, err := r.Open(w)
+		if err != nil {
+			return fmt.Errorf("import: %s: %w", name, err)
+		}
+		err = im.importStream(ctx, name+": "+w, rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	im.stats.Files++
+	return nil
+}
+
+// importStream imports the records of one WARC stream, committing in groups.
+// On a read error it commits the complete records before it and returns
+// the error, which names the offset.
+func (im *importer) importStream(ctx context.Context, label string, r io.Reader) error {
+	rd, err := warc.NewReader(r)
+	if err != nil {
+		return fmt.Errorf("import: %s: %w", label, err)
+	}
+	g := &group{byKey: map[string][]*index.Capture{}, rids: map[string]bool{}}
+	first := true
+	for {
+		if err := ctx.Err(); err != nil {
+			if cerr := im.commit(g); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+		rec, loc, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if cerr := im.commit(g); cerr != nil {
+				return cerr
+			}
+			if first && strings.Contains(err.Error(), "not a WARC record") {
+				return fmt.Errorf("import: %s is neither a WARC nor a WACZ file: %w", label, err)
+			}
+			return fmt.Errorf("import: %s: %w (the records before it were imported)", label, err)
+		}
+		first = false
+		im.stats.Records++
+		if err := im.add(g, rec, label, loc.Offset); err != nil {
+			return err
+		}
+		if len(g.recs) >= importGroupRecords || g.bytes >= importGroupBytes {
+			if err := im.commit(g); err != nil {
+				return err
+			}
+		}
+	}
+	return im.commit(g)
+}
+
+// add decides what to do with one record and stages it in the group.
+func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) error {
+	if bad := blockDigestMismatch(rec); bad != "" {
+		im.stats.Rejected++
+		im.log.Warn("record rejected: its block does not match its digest", "file", label, "offset", offset,
+			"record", rec.ID(), "digest", bad)
+		return nil
+	}
+	cp, why := captureOf(rec)
+	if cp == nil {
+		if why != "" {
+			im.log.Warn("record imported but not indexed", "file", label, "offset", offset, "uri", rec.TargetURI(), "why", why)
+		}
+		dup, err := im.knownRecord(rec)
+		if err != nil {
+			return err
+		}
+		if dup {
+			im.stats.Duplicates++
+			return nil
+		}
+		// Not a capture: known by its record ID alone.
+		var key []byte
+		if id := rec.ID(); id != "" {
+			sum := sha256.Sum256([]byte(id))
+			key = append([]byte(importedPrefix), sum[:16]...)
+			if g.rids[string(key)] {
+				im.stats.Duplicates++
+				return nil
+			}
+			if _, closer, err := im.db.Get(key); err == nil {
+				closer.Close()
+				im.stats.Duplicates++
+				return nil
+			} else if !errors.Is(err, pebble.ErrNotFound) {
+				return fmt.Errorf("import: %w", err)
+			}
+			g.rids[string(key)] = true
+		}
+		g.recs = append(g.recs, pendingRecord{rec: rec, ridKey: key})
+		g.bytes += len(rec.Block)
+		return nil
+	}
+	dup, err := im.placeCapture(g, cp, datePrecision(rec.Header.Get("WARC-Date")))
+	if err != nil {
+		return err
+	}
+	if dup {
+		im.stats.Duplicates++
+		if len(im.dupCaptures) >= maxDupCaptures {
+			clear(im.dupCaptures)
+		}
+		if cp.RecordID != "" {
+			im.dupCaptures[cp.RecordID] = true
+		}
+		return nil
+	}
+	g.byKey[cp.URLKey] = append(g.byKey[cp.URLKey], cp)
+	g.recs = append(g.recs, pendingRecord{rec: rec, capture: cp})
+	g.bytes += len(rec.Block)
+	return nil
+}
+
+// maxDupCaptures bounds the record IDs of duplicate captures remembered for
+// knownRecord: the records that belong to a capture follow it closely.
+const maxDupCaptures = 4096
+
+// knownRecord recognizes records the archive has that Import did not write,
+// so has no importedPrefix key for: the request and metadata records of a
+// capture just found to be a duplicate (WARC-Concurrent-To it), and the
+// warcinfo record of one of the archive's own segments (as in a WACZ
+// exported from this archive).
+func (im *importer) knownRecord(rec *warc.Record) (bool, error) {
+	for _, f := range rec.Header.Fields() {
+		if strings.EqualFold(f.Name, "WARC-Concurrent-To") && im.dupCaptures[f.Value] {
+			return true, nil
+		}
+	}
+	if rec.Type() != warc.TypeWarcinfo {
+		return false, nil
+	}
+	name := rec.Header.Get("WARC-Filename")
+	if name == "" || name != filepath.Base(name) {
+		return false, nil
+	}
+	id, ok := im.segInfo[name]
+	if !ok {
+		f, err := os.Open(filepath.Join(im.warcDir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			im.segInfo[name] = ""
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("import: %w", err)
+		}
+		r, _ := warc.NewReader(io.LimitReader(f, 1<<20))
+		if first, _, err := r.Next(); err == nil && first.Type() == warc.TypeWarcinfo {
+			id = first.ID()
+		}
+		f.Close()
+		im.segInfo[name] = id
+	}
+	return id != "" && id == rec.ID(), nil
+}
+
+// maxSlotProbe bounds the search for a free index key among captures of one
+// URL at one WARC-Date.
+const maxSlotProbe = 1 << 16
+
+// placeCapture finds cp's place in the index. The record's WARC-Date is
+// cp.Time cut to the precision prec the date was written with, so the
+// capture, if already archived, is at a time in [cp.Time, cp.Time+prec): a
+// capture there with the same record ID, or the same URL, type, status and
+// payload digest, makes cp a duplicate. (The crawler keeps nanoseconds in
+// the index and writes microseconds in WARC-Date; other tools write
+// seconds.) Otherwise cp.Time moves forward by nanoseconds, if need be, to a
+// key no other capture holds: the index key is URL key and time, and two
+// captures of a URL within a second are common in WARCs dated to the second.
+func (im *importer) placeCapture(g *group, cp *index.Capture, prec time.Duration) (dup bool, err error) {
+	same := func(o *index.Capture) bool {
+		return (cp.RecordID != "" && o.RecordID == cp.RecordID) ||
+			(o.URL == cp.URL && o.Type == cp.Type && o.Digest == cp.Digest && o.Status == cp.Status)
+	}
+	start, end := cp.Time, cp.Time.Add(prec)
+	scanEnd := end.Add(maxSlotProbe)
+	taken := map[int64]bool{}
+	for _, o := range g.byKey[cp.URLKey] {
+		if o.Time.Before(start) || !o.Time.Before(scanEnd) {
+			continue
+		}
+		if o.Time.Before(end) && same(o) {
+			return true, nil
+		}
+		taken[o.Time.UnixNano()] = true
+	}
+	// The index key is the URL key, a NUL and the time in nanoseconds
+	// (see package index), so this is the range of times [start, scanEnd).
+	lo, hi := slotKey(cp.URLKey, start), slotKey(cp.URLKey, scanEnd)
+	err = index.New(im.db).Range(context.Background(), string(lo), string(hi), false, func(c index.Capture) (bool, error) {
+		if c.Time.Before(end) && same(&c) {
+			dup = true
+			return false, nil
+		}
+		taken[c.Time.UnixNano()] = true
+		return true, nil
+	})
+	if err != nil || dup {
+		return dup, err
+	}
+	for k := range int64(maxSlotProbe) {
+		if !taken[start.UnixNano()+k] {
+			cp.Time = start.Add(time.Duration(k))
+			return false, nil
+		}
+	}
+	return false, fmt.Errorf("import: over %d captures of %s at %s", maxSlotProbe, cp.URL, cp.Time.Format(time.RFC3339))
+}
+
+// datePrecision is the unit of the last digit of a WARC-Date.
+func datePrecision(s string) time.Duration {
+	s = strings.TrimSpace(s)
+	_, clock, ok := strings.Cut(s, "T")
+	if !ok {
+		switch len(s) {
+		case 4:
+			return 366 * 24 * time.Hour
+		case 7:
+			return 31 * 24 * time.Hour
+		}
+		return 24 * time.Hour
+	}
+	if i := strings.IndexAny(clock, "Z+-"); i >= 0 {
+		clock = clock[:i]
+	}
+	if _, frac, ok := strings.Cut(clock, "."); ok {
+		p := time.Second
+		for i := 0; i < len(frac) && p > 1; i++ {
+			p /= 10
+		}
+		return p
+	}
+	if strings.Count(clock, ":") >= 2 {
+		return time.Second
+	}
+	return time.Minute
+}
+
+// slotKey identifies a capture's place in the index.
+func slotKey(urlKey string, t time.Time) []byte {
+	return binary.BigEndian.AppendUint64([]byte(urlKey+"\x00"), uint64(t.UnixNano()))
+}
+
+// commit makes a group durable in the committer's order: WARC records,
+// fsync, then one synced pebble batch with their index entries, the
+// segments' committed ends and the counters.
+func (im *importer) commit(g *group) error {
+	if im.broken != nil {
+		return im.broken
+	}
+	if len(g.recs) == 0 {
+		return nil
+	}
+	defer g.reset()
+	fail := func(err error) error {
+		im.broken = fmt.Errorf("import: %w", err)
+		return im.broken
+	}
+	if im.w == nil {
+		w, err := warc.NewWriter(im.warcDir, warc.WriterOptions{
+			Prefix: "waggle",
+			Info: []warc.Field{
+				{Name: "software", Value: "waggle/0.1"},
+				{Name: "format", Value: "WARC File Format 1.1"},
+				{Name: "conformsTo", Value: "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"},
+				{Name: "description", Value: "records imported by waggle import; each keeps the WARC-Warcinfo-ID of its original file where it had one"},
+			},
+		})
+		if err != nil {
+			return fail(err)
+		}
+		im.w = w
+	}
+	recs := make([]*warc.Record, len(g.recs))
+	for i, p := range g.recs {
+		recs[i] = p.rec
+	}
+	locs, err := im.w.WriteGroup(recs)
+	if err != nil {
+		return fail(err)
+	}
+	if err := im.w.Sync(); err != nil {
+		return fail(err)
+	}
+	b := im.db.NewIndexedBatch()
+	defer b.Close()
+	ends := map[string]int64{}
+	st := im.state
+	var captures int64
+	for i, p := range g.recs {
+		l := locs[i]
+		ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
+		if p.ridKey != nil {
+			if err := b.Set(p.ridKey, nil, nil); err != nil {
+				return fail(err)
+			}
+		}
+		if p.capture == nil {
+			continue
+		}
+		cp := *p.capture
+		cp.Segment, cp.Offset, cp.Length = l.Segment, l.Offset, l.Length
+		if err := index.Put(b, cp); err != nil {
+			return fail(err)
+		}
+		if cp.Type != warc.TypeRevisit && cp.Digest != "" {
+			_, seen, err := index.ByDigest(b, cp.Digest)
+			if err != nil {
+				return fail(err)
+			}
+			if !seen {
+				if err := index.PutDigest(b, cp); err != nil {
+					return fail(err)
+				}
+			}
+		}
+		captures++
+		st.Bytes += int64(len(p.rec.Block))
+	}
+	st.Captures += captures
+	if err := saveState(b, st, ends); err != nil {
+		return fail(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fail(err)
+	}
+	im.state = st
+	im.stats.Captures += captures
+	im.stats.Written += int64(len(g.recs))
+	return nil
+}
+
+// captureOf returns the index entry of a record that replays as a capture,
+// without its location, or nil and why not when the record looks like one
+// but cannot be indexed ("" for records that are no capture at all).
+func captureOf(rec *warc.Record) (*index.Capture, string) {
+	typ := rec.Type()
+	if typ != warc.TypeResponse && typ != warc.TypeRevisit && typ != warc.TypeResource {
+		return nil, ""
+	}
+	uri := rec.TargetURI()
+	if lower := strings.ToLower(uri); !strings.HasPrefix(lower, "http://") && !strings.HasPrefix(lower, "https://") {
+		return nil, "" // dns:, metadata:, urn: … records are kept but have no URL to replay
+	}
+	if rec.Header.Get("WARC-Segment-Number") != "" {
+		return nil, "a segmented record (WARC-Segment-Number) cannot be replayed"
+	}
+	key, err := urlkey.SURT(uri)
+	if err != nil {
+		return nil, "URL: " + err.Error()
+	}
+	date, err := rec.Date()
+	if err != nil {
+		return nil, err.Error()
+	}
+	if !time.Unix(0, date.UnixNano()).Equal(date) {
+		return nil, "WARC-Date outside the years 1678 to 2262, which the index can hold"
+	}
+	cp := &index.Capture{URLKey: key, Time: date, URL: uri, Type: typ, RecordID: rec.ID()}
+	digest := normalizeDigest(rec.Header.Get("WARC-Payload-Digest"))
+	switch typ {
+	case warc.TypeResource:
+		cp.Status = 200
+		cp.MIME = mediaType(http.Header{"Content-Type": {rec.Header.Get("Content-Type")}}, nil)
+		if digest == "" {
+			digest = warc.Digest(rec.Block)
+		}
+	case warc.TypeResponse:
+		status, h, ok := parseHTTPHead(rec.Block)
+		if !ok {
+			return nil, "the response record holds no HTTP response"
+		}
+		cp.Status, cp.MIME = status, mediaType(h, nil)
+		cp.Redirect = redirectOf(uri, status, h)
+		if digest == "" {
+			payload, _, err := warc.HTTPPayload(rec.Block)
+			if err != nil {
+				return nil, err.Error()
+			}
+			digest = warc.Digest(payload)
+		}
+	case warc.TypeRevisit:
+		// A revisit's block is the response's HTTP head, or empty.
+		if status, h, ok := parseHTTPHead(rec.Block); ok {
+			cp.Status, cp.MIME = status, mediaType(h, nil)
+			cp.Redirect = redirectOf(uri, status, h)
+		}
+	}
+	cp.Digest = digest
+	return cp, ""
+}
+
+// parseHTTPHead parses the status line and header of a raw HTTP response.
+func parseHTTPHead(block []byte) (int, http.Header, bool) {
+	if !bytes.HasPrefix(block, []byte("HTTP/")) {
+		return 0, nil, false
+	}
+	end := warc.HTTPHeaderEnd(block)
+	if end < 0 {
+		end = len(block)
+	}
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(block[:end])))
+	line, err := tp.ReadLine()
+	if err != nil {
+		return 0, nil, false
+	}
+	_, rest, _ := strings.Cut(line, " ")
+	code, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
+	status, err := strconv.Atoi(code)
+	if err != nil || status < 100 || status > 999 {
+		return 0, nil, false
+	}
+	h, err := tp.ReadMIMEHeader()
+	if err != nil && !errors.Is(err, io.EOF) {
+		// A malformed header line: keep the status, the header is unreliable.
+		return status, http.Header(h), true
+	}
+	return status, http.Header(h), true
+}
+
+// redirectOf is the resolved Location of a 3xx response.
+func redirectOf(uri string, status int, h http.Header) string {
+	if status < 300 || status >= 400 {
+		return ""
+	}
+	loc := h.Get("Location")
+	if loc == "" {
+		return ""
+	}
+	if u, err := urlkey.Canonical(uri, loc); err == nil {
+		return u
+	}
+	return ""
+}
+
+// normalizeDigest writes a SHA-1 digest in the base-32 form the crawler
+// uses, so that payloads compare equal whichever tool recorded them.
+func normalizeDigest(d string) string {
+	alg, v, ok := strings.Cut(strings.TrimSpace(d), ":")
+	if !ok || !strings.EqualFold(alg, "sha1") {
+		return strings.TrimSpace(d)
+	}
+	if len(v) == 40 {
+		if b, err := hex.DecodeString(v); err == nil {
+			return "sha1:" + base32.StdEncoding.EncodeToString(b)
+		}
+	}
+	return "sha1:" + strings.ToUpper(v)
+}
+
+// blockDigestMismatch checks a record's WARC-Block-Digest (SHA-1 or
+// SHA-256, base 32 or hex) and returns it if the block does not match.
+func blockDigestMismatch(rec *warc.Record) string {
+	d := strings.TrimSpace(rec.Header.Get("WARC-Block-Digest"))
+	alg, want, ok := strings.Cut(d, ":")
+	if !ok {
+		return ""
+	}
+	var h hash.Hash
+	switch strings.ToLower(alg) {
+	case "sha1":
+		h = sha1.New()
+	case "sha256":
+		h = sha256.New()
+	default:
+		return "" // not checked
+	}
+	h.Write(rec.Block)
+	sum := h.Sum(nil)
+	if strings.EqualFold(want, base32.StdEncoding.EncodeToString(sum)) || strings.EqualFold(want, hex.EncodeToString(sum)) ||
+		strings.EqualFold(want, base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum)) {
+		return ""
+	}
+	return d
+}

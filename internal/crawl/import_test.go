@@ -1,0 +1,672 @@
+package crawl
+
+import (
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/wacz"
+	"github.com/waggle-archive/waggle/internal/warc"
+	"github.com/waggle-archive/waggle/internal/websim"
+)
+
+const wgetWARC = "../warc/testdata/wget-1.21.warc.gz"
+
+func importFiles(t *testing.T, data string, files ...string) ImportStats {
+	t.Helper()
+	s, err := Import(context.Background(), data, files, nil)
+	if err != nil {
+		t.Fatalf("import %v: %v (stats %+v)", files, err, s)
+	}
+	return s
+}
+
+// readRecords reads every record of a WARC file.
+func readRecords(t *testing.T, path string) []*warc.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, _ := warc.NewReader(f)
+	var recs []*warc.Record
+	for {
+		rec, _, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return recs
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		recs = append(recs, rec)
+	}
+}
+
+// segmentRecords reads the records of all segments of a data directory, by
+// record ID, leaving out the warcinfo records the writer made.
+func segmentRecords(t *testing.T, data string) map[string]*warc.Record {
+	t.Helper()
+	segs, _ := warc.Segments(filepath.Join(data, "warc"))
+	recs := map[string]*warc.Record{}
+	for _, s := range segs {
+		for _, rec := range readRecords(t, s) {
+			if rec.Type() == warc.TypeWarcinfo && strings.HasPrefix(rec.Header.Get("WARC-Filename"), "waggle-") {
+				continue
+			}
+			if recs[rec.ID()] != nil {
+				t.Errorf("record %s is in the archive twice", rec.ID())
+			}
+			recs[rec.ID()] = rec
+		}
+	}
+	return recs
+}
+
+// sameRecord reports how an imported record differs from its original:
+// header fields and block must be the same, except for a WARC-Warcinfo-ID
+// the writer adds to records that had none.
+func sameRecord(orig, got *warc.Record) string {
+	if !bytes.Equal(orig.Block, got.Block) {
+		return "block differs"
+	}
+	of, gf := orig.Header.Fields(), got.Header.Fields()
+	if orig.Header.Get("WARC-Warcinfo-ID") == "" {
+		var kept []warc.Field
+		for _, f := range gf {
+			if !strings.EqualFold(f.Name, "WARC-Warcinfo-ID") {
+				kept = append(kept, f)
+			}
+		}
+		gf = kept
+	}
+	if fmt.Sprint(of) != fmt.Sprint(gf) {
+		return fmt.Sprintf("header %v, was %v", gf, of)
+	}
+	return ""
+}
+
+func segmentSizes(t *testing.T, data string) map[string]int64 {
+	t.Helper()
+	segs, _ := warc.Segments(filepath.Join(data, "warc"))
+	m := map[string]int64{}
+	for _, s := range segs {
+		fi, err := os.Stat(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[filepath.Base(s)] = fi.Size()
+	}
+	return m
+}
+
+func TestImportWget(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "new") // Import creates it
+	s := importFiles(t, data, wgetWARC)
+	orig := readRecords(t, wgetWARC)
+	if s.Files != 1 || s.Records != int64(len(orig)) || s.Written != s.Records || s.Captures != 1 || s.Duplicates != 0 || s.Rejected != 0 {
+		t.Fatalf("stats %+v for a file of %d records with one capture", s, len(orig))
+	}
+	caps := archived(t, data)
+	cs := caps["http://www.round-storm.test/people/"]
+	if len(caps) != 1 || len(cs) != 1 {
+		t.Fatalf("index: %v", caps)
+	}
+	c := cs[0]
+	want := index.Capture{
+		URLKey: "test,round-storm)/people", URL: "http://www.round-storm.test/people/", Type: "response",
+		Status: 200, MIME: "text/html", Digest: "sha1:HSYPQZ2POETZWTS2E6XUWD75DEBMCGOS",
+		Time:     time.Date(2026, 11, 22, 15, 3, 23, 0, time.UTC),
+		RecordID: "<urn:uuid:8f140f17-c1b2-4431-bd2f-866fc2828eee>",
+	}
+	c.Segment, c.Offset, c.Length = "", 0, 0
+	if c != want {
+		t.Errorf("capture\n%+v, want\n%+v", c, want)
+	}
+	verifyWARCs(t, data, caps)
+	db, err := OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, ok, err := index.ByDigest(db, want.Digest)
+	db.Close()
+	if err != nil || !ok || first.RecordID != want.RecordID {
+		t.Errorf("digest entry: %+v %v %v", first, ok, err)
+	}
+	// Every record is there, unchanged.
+	got := segmentRecords(t, data)
+	if len(got) != len(orig) {
+		t.Errorf("archive holds %d records, the file %d", len(got), len(orig))
+	}
+	for _, o := range orig {
+		g := got[o.ID()]
+		if g == nil {
+			t.Errorf("%s record %s not imported", o.Type(), o.ID())
+		} else if d := sameRecord(o, g); d != "" {
+			t.Errorf("%s record %s: %s", o.Type(), o.ID(), d)
+		}
+	}
+
+	// Again: nothing new, not a byte written.
+	sizes := segmentSizes(t, data)
+	s = importFiles(t, data, wgetWARC)
+	if s.Captures != 0 || s.Written != 0 || s.Duplicates != int64(len(orig)) {
+		t.Errorf("second import: %+v", s)
+	}
+	if after := segmentSizes(t, data); fmt.Sprint(after) != fmt.Sprint(sizes) {
+		t.Errorf("second import changed the segments: %v → %v", sizes, after)
+	}
+	if n := len(archived(t, data)["http://www.round-storm.test/people/"]); n != 1 {
+		t.Errorf("%d captures after importing twice", n)
+	}
+}
+
+// TestImportFormats imports the same records from an uncompressed WARC and
+// from a WARC compressed as one gzip stream.
+func TestImportFormats(t *testing.T) {
+	raw, err := os.ReadFile(wgetWARC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(zr) // all members
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole bytes.Buffer
+	zw := gzip.NewWriter(&whole)
+	zw.Write(plain)
+	zw.Close()
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{"plain.warc": plain, "whole.warc.gz": whole.Bytes()} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		data := t.TempDir()
+		s := importFiles(t, data, path)
+		if s.Captures != 1 || s.Written != s.Records || s.Records < 5 {
+			t.Errorf("%s: %+v", name, s)
+		}
+		caps := archived(t, data)
+		if cs := caps["http://www.round-storm.test/people/"]; len(cs) != 1 || cs[0].Digest != "sha1:HSYPQZ2POETZWTS2E6XUWD75DEBMCGOS" {
+			t.Errorf("%s: index %v", name, caps)
+		}
+		verifyWARCs(t, data, caps)
+	}
+}
+
+// crawlArchive crawls a small synthetic web into a new data directory.
+func crawlArchive(t *testing.T, seed int64, maxPages int) string {
+	t.Helper()
+	web, srv := startWeb(t, websim.Config{Seed: seed, Hosts: 8, Pages: 120})
+	cfg := testConfig(t, srv.URL(), web.Seeds()...)
+	cfg.MaxPages = maxPages
+	cfg.MaxPagesPerHost = 80
+	runCrawl(t, cfg)
+	return cfg.Data
+}
+
+func exportWACZ(t *testing.T, data string, sel wacz.Selection) string {
+	t.Helper()
+	db, err := OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	path := filepath.Join(t.TempDir(), "export.wacz")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := wacz.Export(context.Background(), f, wacz.Source{DB: db, WARCDir: filepath.Join(data, "warc")}, sel); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// captureSet describes captures by what replay needs of them; times are
+// cut to the microsecond WARC-Date keeps.
+func captureSet(caps map[string][]index.Capture, keep func(index.Capture) bool) []string {
+	var out []string
+	for _, cs := range caps {
+		for _, c := range cs {
+			if keep == nil || keep(c) {
+				out = append(out, fmt.Sprintf("%s %s %s %s %d %s %s %s %s", c.URLKey, c.Time.Truncate(time.Microsecond).Format(time.RFC3339Nano),
+					c.URL, c.Type, c.Status, c.MIME, c.Digest, c.Redirect, c.RecordID))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestImportOwnWACZ(t *testing.T) {
+	src := crawlArchive(t, 4, 150)
+	srcCaps := archived(t, src)
+	revisits := 0
+	for _, cs := range srcCaps {
+		for _, c := range cs {
+			if c.Type == warc.TypeRevisit {
+				revisits++
+			}
+		}
+	}
+	if revisits == 0 {
+		t.Fatal("the crawl made no revisit records: the test would not cover them")
+	}
+
+	// Everything: the imported index is the original's.
+	full := exportWACZ(t, src, wacz.Selection{})
+	data := t.TempDir()
+	s := importFiles(t, data, full)
+	caps := archived(t, data)
+	want, got := captureSet(srcCaps, nil), captureSet(caps, nil)
+	if strings.Join(want, "\n") != strings.Join(got, "\n") {
+		t.Errorf("imported index differs from the original:\n%s\n---\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if s.Captures != int64(len(want)) || s.Files != 1 {
+		t.Errorf("stats %+v, want %d captures", s, len(want))
+	}
+	recs := verifyWARCs(t, data, caps)
+	if recs[warc.TypeRequest] != len(want) || recs[warc.TypeMetadata] == 0 {
+		t.Errorf("records imported: %v", recs)
+	}
+
+	// Again, and into the archive it came from: nothing is added.
+	for _, dir := range []string{data, src} {
+		sizes := segmentSizes(t, dir)
+		s := importFiles(t, dir, full)
+		if s.Captures != 0 || s.Written != 0 || s.Duplicates != s.Records {
+			t.Errorf("importing %s again: %+v", full, s)
+		}
+		if after := segmentSizes(t, dir); fmt.Sprint(after) != fmt.Sprint(sizes) {
+			t.Errorf("importing again changed the segments: %v → %v", sizes, after)
+		}
+	}
+
+	// One host: its captures, plus the payload records its revisits need,
+	// which therefore replay.
+	var host string
+	for _, cs := range srcCaps {
+		if c := cs[0]; c.Type == warc.TypeRevisit {
+			host = bareHost(c.URL)
+			break
+		}
+	}
+	part := exportWACZ(t, src, wacz.Selection{Host: host})
+	data2 := t.TempDir()
+	importFiles(t, data2, part)
+	caps2 := archived(t, data2)
+	inHost := func(c index.Capture) bool { return bareHost(c.URL) == host }
+	wantHost, gotHost := captureSet(srcCaps, inHost), captureSet(caps2, inHost)
+	if strings.Join(wantHost, "\n") != strings.Join(gotHost, "\n") {
+		t.Errorf("host %s: imported\n%s\nwant\n%s", host, strings.Join(gotHost, "\n"), strings.Join(wantHost, "\n"))
+	}
+	db, err := OpenDB(data2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, cs := range caps2 {
+		for _, c := range cs {
+			if c.Type != warc.TypeRevisit {
+				continue
+			}
+			if _, ok, err := index.ByDigest(db, c.Digest); err != nil || !ok {
+				t.Errorf("revisit %s imported without its payload (%v)", c.URL, err)
+			}
+		}
+	}
+}
+
+func bareHost(u string) string {
+	_, rest, _ := strings.Cut(u, "://")
+	h, _, _ := strings.Cut(rest, "/")
+	return strings.TrimPrefix(h, "www.")
+}
+
+// concatSegments writes all segments of an archive as one WARC file.
+func concatSegments(t *testing.T, data, path string) []byte {
+	t.Helper()
+	segs, _ := warc.Segments(filepath.Join(data, "warc"))
+	var all []byte
+	for _, s := range segs {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	if err := os.WriteFile(path, all, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return all
+}
+
+// capturesBefore counts the index-worthy records a reader gets from a file
+// before its first error.
+func capturesBefore(t *testing.T, b []byte) int {
+	t.Helper()
+	r, _ := warc.NewReader(bytes.NewReader(b))
+	n := 0
+	for {
+		rec, _, err := r.Next()
+		if err != nil {
+			return n
+		}
+		if typ := rec.Type(); typ == warc.TypeResponse || typ == warc.TypeRevisit {
+			n++
+		}
+	}
+}
+
+func TestImportDamaged(t *testing.T) {
+	src := crawlArchive(t, 9, 80)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.warc.gz")
+	all := concatSegments(t, src, good)
+	wantAll := capturesBefore(t, all)
+
+	truncated := filepath.Join(dir, "truncated.warc.gz")
+	cut := all[:len(all)*3/5]
+	os.WriteFile(truncated, cut, 0o644)
+
+	// A byte changed inside the first member that starts after 40% of the file.
+	corrupt := filepath.Join(dir, "corrupt.warc.gz")
+	bad := bytes.Clone(all)
+	at := int64(-1)
+	rd, _ := warc.NewReader(bytes.NewReader(all))
+	for at < 0 {
+		_, loc, err := rd.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loc.Offset >= int64(len(all))*2/5 && loc.Length > 60 {
+			at = loc.Offset
+		}
+	}
+	bad[at+40] ^= 0x55
+	os.WriteFile(corrupt, bad, 0o644)
+
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(text, []byte("These are not the records you are looking for.\n"), 0o644)
+
+	noManifest := filepath.Join(dir, "plain.zip")
+	var zbuf bytes.Buffer
+	zw := zip.NewWriter(&zbuf)
+	w, _ := zw.Create("archive/data.warc.gz")
+	w.Write(all)
+	zw.Close()
+	os.WriteFile(noManifest, zbuf.Bytes(), 0o644)
+
+	// A WACZ whose WARC data was altered after it was made.
+	tampered := filepath.Join(dir, "tampered.wacz")
+	zb, err := os.ReadFile(exportWACZ(t, src, wacz.Selection{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zrd, err := zip.NewReader(bytes.NewReader(zb), int64(len(zb)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range zrd.File {
+		if f.Name == "archive/data.warc.gz" {
+			off, _ := f.DataOffset()
+			zb[off+int64(f.CompressedSize64)/2] ^= 1
+		}
+	}
+	os.WriteFile(tampered, zb, 0o644)
+
+	for _, tc := range []struct {
+		file     string
+		want     string // in the error
+		captures int
+	}{
+		{truncated, "truncated.warc.gz: warc: ", capturesBefore(t, cut)},
+		{truncated, "offset", capturesBefore(t, cut)},
+		{corrupt, fmt.Sprintf("gzip member at offset %d", at), capturesBefore(t, bad)},
+		{corrupt, "corrupt.warc.gz: warc: ", capturesBefore(t, bad)},
+		{text, "notes.txt is neither a WARC nor a WACZ file", 0},
+		{noManifest, "no datapackage.json", 0},
+		{tampered, "tampered.wacz: wacz: ", 0},
+	} {
+		data := t.TempDir()
+		s, err := Import(context.Background(), data, []string{tc.file}, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", filepath.Base(tc.file), err, tc.want)
+		}
+		if s.Captures != int64(tc.captures) || s.Files != 0 {
+			t.Errorf("%s: stats %+v, want %d captures", filepath.Base(tc.file), s, tc.captures)
+		}
+		if tc.captures == 0 {
+			continue
+		}
+		if tc.captures >= wantAll {
+			t.Fatalf("%s: the damage is after every capture; the test needs it midway", tc.file)
+		}
+		caps := archived(t, data)
+		n := 0
+		for _, cs := range caps {
+			n += len(cs)
+		}
+		if n != tc.captures {
+			t.Errorf("%s: %d captures in the index, want %d", filepath.Base(tc.file), n, tc.captures)
+		}
+		verifyWARCs(t, data, caps)
+		// Nothing half-written: the next open has nothing to cut.
+		sizes := segmentSizes(t, data)
+		importFiles(t, data)
+		if after := segmentSizes(t, data); fmt.Sprint(after) != fmt.Sprint(sizes) {
+			t.Errorf("%s: segments were cut on reopening: %v → %v", filepath.Base(tc.file), sizes, after)
+		}
+	}
+
+	// Bad files among good ones: the good ones are imported, every problem is reported.
+	data := t.TempDir()
+	s, err := Import(context.Background(), data, []string{wgetWARC, text, truncated, good, filepath.Join(dir, "absent.warc")}, nil)
+	for _, want := range []string{"notes.txt", "truncated.warc.gz", "absent.warc"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("mixed import: error %v does not mention %s", err, want)
+		}
+	}
+	if s.Files != 2 || s.Captures != int64(wantAll)+1 {
+		t.Errorf("mixed import: %+v, want 2 files and %d captures", s, wantAll+1)
+	}
+	caps := archived(t, data)
+	verifyWARCs(t, data, caps)
+}
+
+func TestImportRejectsBadDigest(t *testing.T) {
+	recs := readRecords(t, wgetWARC)
+	var buf bytes.Buffer
+	dir := t.TempDir()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Type() == warc.TypeResponse {
+			r.Block = bytes.Replace(r.Block, []byte("<html"), []byte("<HTML"), 1)
+		}
+		if _, err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := w.Segment()
+	w.Close()
+	b, _ := os.ReadFile(filepath.Join(dir, name))
+	buf.Write(b)
+	path := filepath.Join(t.TempDir(), "bad.warc.gz")
+	os.WriteFile(path, buf.Bytes(), 0o644)
+	data := t.TempDir()
+	s := importFiles(t, data, path)
+	if s.Rejected != 1 || s.Captures != 0 || s.Written != s.Records-1 {
+		t.Errorf("stats %+v: the altered response must be rejected, the rest written", s)
+	}
+}
+
+func TestDatePrecision(t *testing.T) {
+	for s, want := range map[string]time.Duration{
+		"2024-01-02T03:04:05Z":             time.Second,
+		"2024-01-02T03:04:05.123456Z":      time.Microsecond,
+		"2024-01-02T03:04:05.1Z":           100 * time.Millisecond,
+		"2024-01-02T03:04:05.123456789Z":   time.Nanosecond,
+		"2024-01-02T03:04:05+01:00":        time.Second,
+		"2024-01-02T03:04Z":                time.Minute,
+		"2024-01-02":                       24 * time.Hour,
+		"2024-01-02T03:04:05.12345678901Z": time.Nanosecond,
+	} {
+		if got := datePrecision(s); got != want {
+			t.Errorf("datePrecision(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// TestImportKill9 kills an importing process with SIGKILL at several points
+// and imports the same file again each time. In the end the archive must be
+// exactly what one clean import makes: every capture once, every segment
+// readable and in agreement with the index.
+func TestImportKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the test binary as a child process")
+	}
+	file := generateWARC(t, 3000)
+	clean := t.TempDir()
+	importFiles(t, clean, file)
+	want := captureSet(archived(t, clean), nil)
+
+	data := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 4 {
+		base := len(segmentSizes(t, data))
+		cmd := exec.Command(os.Args[0], "-test.run=^TestImportHelperProcess$")
+		cmd.Env = append(os.Environ(), "WAGGLE_IMPORT_DATA="+data, "WAGGLE_IMPORT_FILE="+file)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		// Kill soon after the child's first commit has started a segment.
+	wait:
+		for len(segmentSizes(t, data)) <= base {
+			select {
+			case err := <-done:
+				done <- err
+				break wait
+			case <-time.After(time.Millisecond):
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+		cmd.Process.Kill()
+		err := <-done
+		n := 0
+		for _, cs := range archived(t, data) {
+			n += len(cs)
+		}
+		t.Logf("round %d: child ended with %v; %d of %d captures committed", round, err, n, len(want))
+	}
+	s := importFiles(t, data, file)
+	t.Logf("final import: %+v", s)
+	caps := archived(t, data)
+	got := captureSet(caps, nil)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("after kills and a final import the index holds %d captures, a clean import %d", len(got), len(want))
+	}
+	verifyWARCs(t, data, caps)
+	segmentRecords(t, data) // fails the test on a record written twice
+}
+
+// generateWARC writes a WARC file of n distinct captures, each a response
+// record with its request record.
+func generateWARC(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{MaxSegmentSize: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	for i := range n {
+		u := fmt.Sprintf("http://gen%d.test/page/%d.html", i%7, i)
+		body := fmt.Sprintf("<html><title>Page %d</title><p>%s</p></html>", i, strings.Repeat(fmt.Sprintf("word%d ", i), 200))
+		raw := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		date := base.Add(time.Duration(i) * time.Second)
+		resp, err := warc.NewResponse(u, date, []byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := warc.NewRequest(u, date, []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+		req.Header.Set("WARC-Concurrent-To", resp.ID())
+		if _, err := w.WriteGroup([]*warc.Record{resp, req}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := w.Segment()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
+}
+
+// TestImportHelperProcess is the child of TestImportKill9.
+func TestImportHelperProcess(t *testing.T) {
+	data, file := os.Getenv("WAGGLE_IMPORT_DATA"), os.Getenv("WAGGLE_IMPORT_FILE")
+	if data == "" {
+		t.Skip("only run by TestImportKill9")
+	}
+	if _, err := Import(context.Background(), data, []string{file}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzCaptureOf reads a record from arbitrary bytes and derives its index
+// entry as Import does: no panic, and a capture always has a key and a time
+// the index can encode.
+func FuzzCaptureOf(f *testing.F) {
+	raw, err := os.ReadFile(wgetWARC)
+	if err != nil {
+		f.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		f.Fatal(err)
+	}
+	plain, _ := io.ReadAll(zr)
+	for _, rec := range bytes.SplitAfter(plain, []byte("\r\n\r\nWARC/")) {
+		f.Add(append([]byte("WARC/"), bytes.TrimPrefix(rec, []byte("WARC/"))...))
+	}
+	f.Add([]byte("WARC/1.1\r\nWARC-Type: revisit\r\nWARC-Target-URI: http://a.test/\r\nWARC-Date: 2024-01-01T00:00:00Z\r\nContent-Length: 12\r\n\r\nHTTP/1.1 301\r\n\r\n\r\n"))
+	f.Add([]byte("WARC/1.1\r\nWARC-Type: response\r\nWARC-Target-URI: http://a.test/\r\nWARC-Date: 0001-01-01T00:00:00Z\r\nContent-Length: 19\r\n\r\nHTTP/1.1 200 OK\r\n\r\n\r\n\r\n"))
+	f.Add([]byte("WARC/1.1\r\nWARC-Type: resource\r\nWARC-Target-URI: https://a.test/x\r\nWARC-Date: 2024\r\nContent-Type: text/html;;\r\nContent-Length: 0\r\n\r\n\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, _ := warc.NewReader(bytes.NewReader(b))
+		rec, _, err := r.Next()
+		if err != nil {
+			return
+		}
+		blockDigestMismatch(rec)
+		datePrecision(rec.Header.Get("WARC-Date"))
+		cp, _ := captureOf(rec)
+		if cp != nil && (cp.URLKey == "" || cp.URL == "" || !time.Unix(0, cp.Time.UnixNano()).Equal(cp.Time)) {
+			t.Fatalf("capture without key, or a time the index cannot hold: %+v", cp)
+		}
+	})
+}
