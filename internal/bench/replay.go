@@ -199,7 +199,7 @@ func pageURL(host string, i int) string {
 // capture and an hour apart per host.
 func timestampOf(opts ReplayOptions, host, capture int) string {
 	t := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(capture) * 30 * 24 * time.Hour).Add(time.Duration(host) * time.Hour)
-	return replay.Timestamp(t)
+	return index.Timestamp(t)
 }
 
 // page renders a synthetic HTML page with n links and about size bytes.
@@ -255,7 +255,7 @@ func buildArchive(opts ReplayOptions) (*builtArchive, error) {
 					body = page(host, c, 300, 50_000)
 				}
 				raw := append([]byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n\r\n", len(body))), body...)
-				when, _ := replay.ParseTimestamp(timestampOf(opts, h, c), true)
+				when, _ := index.ParseTimestamp(timestampOf(opts, h, c), false)
 				rec, err := warc.NewResponse(url, when, raw)
 				if err != nil {
 					return fail(err)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 )
 
@@ -292,46 +293,12 @@ func prefixRange(p string) [2]string {
 	return [2]string{p, ""} // all 0xff: no upper bound
 }
 
-// parseTimestamp parses a timestamp of 1 to 14 digits, padded like pywb's:
-// to the first second it names (high false) or the last (high true), so
-// "2014" is 20140101000000 or 20141231235959.
+// parseTimestamp parses the timestamp parameter name, padded to the first
+// second it names or, when high, to the last.
 func parseTimestamp(name, s string, high bool) (time.Time, error) {
-	if len(s) == 0 || len(s) > 14 {
-		return time.Time{}, fmt.Errorf("cdx: %s=%q: want a timestamp of 1 to 14 digits (yyyyMMddhhmmss)", name, s)
+	t, err := index.ParseTimestamp(s, high)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("cdx: %s: %w", name, err)
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return time.Time{}, fmt.Errorf("cdx: %s=%q: want a timestamp of 1 to 14 digits (yyyyMMddhhmmss)", name, s)
-		}
-	}
-	// The prefix must name at least one real second: its lowest padding
-	// (month and day 00 raised to 01) must be a valid time.
-	lo := s + "00000000000000"[len(s):]
-	y, mo, d, h, mi, sec := split14(lo)
-	mo, d = max(mo, 1), max(d, 1)
-	if mo > 12 || d > daysIn(y, mo) || h > 23 || mi > 59 || sec > 59 {
-		return time.Time{}, fmt.Errorf("cdx: %s=%q: no such date", name, s)
-	}
-	if !high {
-		return time.Date(y, time.Month(mo), d, h, mi, sec, 0, time.UTC), nil
-	}
-	y, mo, d, h, mi, sec = split14(s + "99999999999999"[len(s):])
-	mo = min(mo, 12)
-	d = min(d, daysIn(y, mo))
-	return time.Date(y, time.Month(mo), d, min(h, 23), min(mi, 59), min(sec, 59), 0, time.UTC), nil
-}
-
-func split14(s string) (y, mo, d, h, mi, sec int) {
-	n := func(i, j int) int {
-		v := 0
-		for _, c := range s[i:j] {
-			v = v*10 + int(c-'0')
-		}
-		return v
-	}
-	return n(0, 4), n(4, 6), n(6, 8), n(8, 10), n(10, 12), n(12, 14)
-}
-
-func daysIn(year, month int) int {
-	return time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day()
+	return t, nil
 }

@@ -226,12 +226,12 @@ func TestParseTimestamp(t *testing.T) {
 		{"201406151", "20140615100000", "20140615195959"},
 		{"2014061512", "20140615120000", "20140615125959"},
 		{"20140615120030", "20140615120030", "20140615120030"},
-		{"201413", "", ""},
-		{"2014023", "", ""},
-		{"20140230", "", ""},
-		{"20140615246", "", ""},
-		{"201406151260", "", ""},
-		{"2014061512006", "", ""},
+		{"201413", "20141201000000", "20141231235959"}, // clamped, as Wayback machines do
+		{"2014023", "20140228000000", "20140228235959"},
+		{"20140230", "20140228000000", "20140228235959"},
+		{"20140615246", "20140615235900", "20140615235959"},
+		{"201406151260", "20140615125900", "20140615125959"},
+		{"2014061512006", "20140615120059", "20140615120059"},
 		{"", "", ""},
 		{"2014x", "", ""},
 		{"-2014", "", ""},
@@ -592,7 +592,7 @@ func TestOutputs(t *testing.T) {
 func TestParseQueryErrors(t *testing.T) {
 	for _, query := range []string{
 		"", "matchType=exact", "url=", "url=example.com&matchType=regex",
-		"url=example.com&from=20141301", "url=example.com&to=abc", "url=example.com&from=2015&to=2014",
+		"url=example.com&to=abc", "url=example.com&from=2015&to=2014",
 		"url=example.com&limit=-1", "url=example.com&limit=0", "url=example.com&limit=ten", "url=example.com&limit=99999999999999999999",
 		"url=example.com&sort=newest", "url=example.com&sort=closest", "url=example.com&closest=2014x",
 		"url=example.com/*&closest=2014", "url=*.example.com&sort=closest&closest=2014",

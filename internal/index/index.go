@@ -52,7 +52,7 @@ type Capture struct {
 }
 
 // Timestamp14 is the capture time as the 14-digit Wayback timestamp.
-func (c Capture) Timestamp14() string { return c.Time.UTC().Format("20060102150405") }
+func (c Capture) Timestamp14() string { return Timestamp(c.Time) }
 
 // Index reads the capture index. Writing is done with Put into a batch.
 type Index struct {

@@ -289,8 +289,8 @@ func browserService(hostport string) bool {
 }
 
 func tsDistance(t *testing.T, a, b string) time.Duration {
-	ta, err1 := ParseTimestamp(a, true)
-	tb, err2 := ParseTimestamp(b, true)
+	ta, err1 := index.ParseTimestamp(a, false)
+	tb, err2 := index.ParseTimestamp(b, false)
 	if err1 != nil || err2 != nil {
 		t.Fatalf("timestamps %q %q", a, b)
 	}

@@ -48,7 +48,7 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not an archived URL: use /web/<timestamp><modifier>/<url>", http.StatusNotFound)
 		return
 	}
-	when, err := ParseTimestamp(t.ts, true)
+	when, err := index.ParseTimestamp(t.ts, false)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return

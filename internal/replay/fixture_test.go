@@ -42,7 +42,7 @@ type testArchive struct {
 }
 
 func ts(s string) time.Time {
-	t, err := time.Parse(ts14, s)
+	t, err := time.Parse("20060102150405", s)
 	if err != nil {
 		panic(err)
 	}

@@ -26,7 +26,7 @@ var staticFS, _ = fs.Sub(staticFiles, "static")
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"date":    func(t time.Time) string { return t.UTC().Format("2 Jan 2006 15:04:05 UTC") },
 	"day":     func(t time.Time) string { return t.UTC().Format("2 Jan 2006") },
-	"ts":      Timestamp,
+	"ts":      index.Timestamp,
 	"comma":   comma,
 	"shortid": func(d string) string { return truncate(strings.TrimPrefix(d, "sha1:"), 10) },
 }).ParseFS(templateFS, "templates/*.html"))

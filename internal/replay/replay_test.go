@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/waggle-archive/waggle/internal/index"
 )
 
 const page1 = `<!doctype html><html><head><title>Example</title><link rel="stylesheet" href="/style.css"></head>
@@ -366,45 +368,6 @@ func TestDamagedCaptureIsReportedAndTheRestReplays(t *testing.T) {
 	}
 }
 
-func TestParseTimestamp(t *testing.T) {
-	for _, tc := range []struct {
-		in       string
-		low      bool
-		want     string
-		wantFail bool
-	}{
-		{"2014", true, "20140101000000", false},
-		{"2014", false, "20141231235959", false},
-		{"201402", false, "20140228235959", false},
-		{"20140231", true, "20140228000000", false},
-		{"20141399", true, "20141231000000", false},
-		{"20240229", true, "20240229000000", false},
-		{"1", true, "1000-01-01", false},
-		{"", true, "", true},
-		{"2014x", true, "", true},
-		{"123456789012345", true, "", true},
-	} {
-		got, err := ParseTimestamp(tc.in, tc.low)
-		if tc.wantFail {
-			if err == nil {
-				t.Errorf("ParseTimestamp(%q) = %v, want an error", tc.in, got)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("ParseTimestamp(%q): %v", tc.in, err)
-			continue
-		}
-		s := Timestamp(got)
-		if tc.want == "1000-01-01" {
-			s = got.Format("2006-01-02")
-		}
-		if s != tc.want {
-			t.Errorf("ParseTimestamp(%q, %v) = %s, want %s", tc.in, tc.low, s, tc.want)
-		}
-	}
-}
-
 func FuzzParseTarget(f *testing.F) {
 	for _, s := range []string{"2014/http://example.com/", "*/example.com*", "20140101id_/http://a/b?c", "http://x/", "timemap/link/x", "*/", "2014mp_/", "99999999999999999/x"} {
 		f.Add(s)
@@ -418,7 +381,7 @@ func FuzzParseTarget(f *testing.F) {
 			t.Fatalf("parseTarget(%q) = %+v", s, tg)
 		}
 		if tg.ts != "" && tg.ts != "*" {
-			if _, err := ParseTimestamp(tg.ts, true); err != nil {
+			if _, err := index.ParseTimestamp(tg.ts, false); err != nil {
 				t.Fatalf("parseTarget(%q) gave timestamp %q: %v", s, tg.ts, err)
 			}
 		}

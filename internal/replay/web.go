@@ -86,7 +86,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, raw string) (re
 // content origin, the page. A timestamp that is not exactly a capture's
 // redirects to the closest capture's.
 func (s *Server) frame(w http.ResponseWriter, r *http.Request, t target) {
-	when, err := ParseTimestamp(t.ts, true)
+	when, err := index.ParseTimestamp(t.ts, false)
 	if err != nil {
 		s.errorPage(w, r, http.StatusBadRequest, "Bad timestamp", err.Error())
 		return
