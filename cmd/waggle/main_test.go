@@ -119,7 +119,6 @@ func TestExportImportRoundTrip(t *testing.T) {
 	}
 }
 
-
 // syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
 type syncBuffer struct {
 	mu sync.Mutex

@@ -695,4 +695,3 @@ func TestExportCancelled(t *testing.T) {
 		t.Fatalf("cancelled export: %v", err)
 	}
 }
-

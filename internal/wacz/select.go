@@ -108,4 +108,3 @@ func prefixEnd(p string) string {
 	}
 	return ""
 }
-
