@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"log/slog"
 	"net/http"
@@ -262,10 +260,10 @@ func (im *importer) importStream(ctx context.Context, label string, r io.Reader)
 
 // add decides what to do with one record and stages it in the group.
 func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) error {
-	if bad := blockDigestMismatch(rec); bad != "" {
+	if warc.VerifyBlock(rec) != nil {
 		im.stats.Rejected++
 		im.log.Warn("record rejected: its block does not match its digest", "file", label, "offset", offset,
-			"record", rec.ID(), "digest", bad)
+			"record", rec.ID(), "digest", rec.Header.Get("WARC-Block-Digest"))
 		return nil
 	}
 	cp, why := captureOf(rec)
@@ -657,30 +655,4 @@ func normalizeDigest(d string) string {
 		}
 	}
 	return "sha1:" + strings.ToUpper(v)
-}
-
-// blockDigestMismatch checks a record's WARC-Block-Digest (SHA-1 or
-// SHA-256, base 32 or hex) and returns it if the block does not match.
-func blockDigestMismatch(rec *warc.Record) string {
-	d := strings.TrimSpace(rec.Header.Get("WARC-Block-Digest"))
-	alg, want, ok := strings.Cut(d, ":")
-	if !ok {
-		return ""
-	}
-	var h hash.Hash
-	switch strings.ToLower(alg) {
-	case "sha1":
-		h = sha1.New()
-	case "sha256":
-		h = sha256.New()
-	default:
-		return "" // not checked
-	}
-	h.Write(rec.Block)
-	sum := h.Sum(nil)
-	if strings.EqualFold(want, base32.StdEncoding.EncodeToString(sum)) || strings.EqualFold(want, hex.EncodeToString(sum)) ||
-		strings.EqualFold(want, base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum)) {
-		return ""
-	}
-	return d
 }

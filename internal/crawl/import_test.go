@@ -662,7 +662,7 @@ func FuzzCaptureOf(f *testing.F) {
 		if err != nil {
 			return
 		}
-		blockDigestMismatch(rec)
+		warc.VerifyBlock(rec)
 		datePrecision(rec.Header.Get("WARC-Date"))
 		cp, _ := captureOf(rec)
 		if cp != nil && (cp.URLKey == "" || cp.URL == "" || !time.Unix(0, cp.Time.UnixNano()).Equal(cp.Time)) {

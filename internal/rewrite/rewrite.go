@@ -15,8 +15,6 @@ import (
 	"errors"
 	"strings"
 
-	whatwg "github.com/nlnwa/whatwg-url/url"
-
 	"github.com/waggle-archive/waggle/internal/urlkey"
 )
 
@@ -82,32 +80,12 @@ func resolve(base, ref string) (abs, frag string, ok bool) {
 	if errors.Is(err, urlkey.ErrTooLong) {
 		// Too long to be archived under waggle's rules, yet a browser would
 		// fetch it: map it all the same, resolved but not length-checked.
-		abs, err = longURL(base, main)
+		abs, err = urlkey.CanonicalAnyLength(base, main)
 	}
 	if err != nil {
 		return "", "", false
 	}
 	return abs, frag, true
-}
-
-// longURL resolves like urlkey.Canonical without its length limit.
-func longURL(base, ref string) (string, error) {
-	var u *whatwg.Url
-	var err error
-	if base == "" {
-		u, err = whatwg.Parse(ref)
-	} else {
-		u, err = whatwg.ParseRef(base, ref)
-	}
-	if err != nil {
-		return "", err
-	}
-	if s := u.Scheme(); (s != "http" && s != "https") || u.Hostname() == "" {
-		return "", urlkey.ErrScheme
-	}
-	u.SetUsername("")
-	u.SetPassword("")
-	return u.Href(true), nil
 }
 
 // scheme returns the lowercased scheme of ref if it starts with one. Tabs

@@ -35,17 +35,23 @@ func Canonical(base, ref string) (string, error) {
 	if len(ref) > 4*MaxURLLength || len(base) > 4*MaxURLLength {
 		return "", ErrTooLong
 	}
-	s, ok := fastCanonical(base, ref)
-	if !ok {
-		var err error
-		if s, err = slowCanonical(base, ref); err != nil {
-			return "", err
-		}
+	s, err := CanonicalAnyLength(base, ref)
+	if err != nil {
+		return "", err
 	}
 	if len(s) > MaxURLLength {
 		return "", ErrTooLong
 	}
 	return s, nil
+}
+
+// CanonicalAnyLength is Canonical without the length limit, for URLs that
+// are only looked at, never fetched (replay rewrites a page's every link).
+func CanonicalAnyLength(base, ref string) (string, error) {
+	if s, ok := fastCanonical(base, ref); ok {
+		return s, nil
+	}
+	return slowCanonical(base, ref)
 }
 
 // slowCanonical is Canonical by the WHATWG parser, without the length limit

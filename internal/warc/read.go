@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/base32"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -237,25 +239,37 @@ func ReadAt(dir string, loc Location) (*Record, error) {
 		}
 		return nil, fmt.Errorf("warc: %s at %d: %w", loc.Segment, loc.Offset, err)
 	}
-	if err := verifyBlock(rec); err != nil {
+	if err := VerifyBlock(rec); err != nil {
 		return nil, fmt.Errorf("%w: %s at offset %d", err, loc.Segment, loc.Offset)
 	}
 	return rec, nil
 }
 
-// verifyBlock checks a sha1 WARC-Block-Digest (other algorithms are not checked).
-func verifyBlock(rec *Record) error {
-	d := rec.Header.Get("WARC-Block-Digest")
-	alg, want, ok := strings.Cut(d, ":")
-	if !ok || !strings.EqualFold(alg, "sha1") {
+// VerifyBlock checks a record's WARC-Block-Digest: SHA-1 or SHA-256, in
+// base 32 (padded or not) or hex, as the tools that write WARC files differ.
+// Other algorithms, and a record without the field, are not checked.
+func VerifyBlock(rec *Record) error {
+	alg, want, ok := strings.Cut(strings.TrimSpace(rec.Header.Get("WARC-Block-Digest")), ":")
+	if !ok {
 		return nil
 	}
-	sum := sha1.Sum(rec.Block)
-	got := base32.StdEncoding.EncodeToString(sum[:])
-	if !strings.EqualFold(got, want) && !strings.EqualFold(fmt.Sprintf("%x", sum), want) {
-		return ErrDigestMismatch
+	var sum []byte
+	switch strings.ToLower(alg) {
+	case "sha1":
+		s := sha1.Sum(rec.Block)
+		sum = s[:]
+	case "sha256":
+		s := sha256.Sum256(rec.Block)
+		sum = s[:]
+	default:
+		return nil
 	}
-	return nil
+	for _, got := range []string{base32.StdEncoding.EncodeToString(sum), base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum), hex.EncodeToString(sum)} {
+		if strings.EqualFold(got, want) {
+			return nil
+		}
+	}
+	return ErrDigestMismatch
 }
 
 // RepairResult says what Repair kept and cut.
@@ -287,7 +301,7 @@ func Repair(path string) (RepairResult, error) {
 		if err != nil {
 			break
 		}
-		if loc.Length == 0 || verifyBlock(rec) != nil {
+		if loc.Length == 0 || VerifyBlock(rec) != nil {
 			break // part of a multi-record member, or corrupt: stop at the last clean boundary
 		}
 		res.Records++

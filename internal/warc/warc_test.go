@@ -3,6 +3,10 @@ package warc
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -238,7 +242,7 @@ func TestReadsWget(t *testing.T) {
 	types := map[string]int{}
 	for _, r := range recs {
 		types[r.Type()]++
-		if err := verifyBlock(r); err != nil {
+		if err := VerifyBlock(r); err != nil {
 			t.Errorf("%s %s: %v", r.Type(), r.TargetURI(), err)
 		}
 		if r.Type() == TypeResponse {
@@ -368,6 +372,34 @@ func TestWriteGroup(t *testing.T) {
 			if rec.Header.Get("WARC-Warcinfo-ID") != info.ID() {
 				t.Errorf("group %d record %d refers to another segment's warcinfo", g, i)
 			}
+		}
+	}
+}
+
+func TestVerifyBlockForms(t *testing.T) {
+	block := []byte("HTTP/1.1 200 OK\r\n\r\nhello")
+	s1 := sha1.Sum(block)
+	s256 := sha256.Sum256(block)
+	for _, tc := range []struct {
+		digest string
+		ok     bool
+	}{
+		{"sha1:" + base32.StdEncoding.EncodeToString(s1[:]), true},
+		{"SHA1:" + strings.ToLower(base32.StdEncoding.EncodeToString(s1[:])), true},
+		{"sha1:" + hex.EncodeToString(s1[:]), true},
+		{"sha256:" + hex.EncodeToString(s256[:]), true},
+		{"sha256:" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(s256[:]), true},
+		{"sha1:" + hex.EncodeToString(s256[:20]), false},
+		{"sha256:" + hex.EncodeToString(s1[:]), false},
+		{"md5:whatever", true}, // not checked
+		{"", true},
+	} {
+		rec := &Record{Block: block}
+		if tc.digest != "" {
+			rec.Header.Set("WARC-Block-Digest", tc.digest)
+		}
+		if err := VerifyBlock(rec); (err == nil) != tc.ok {
+			t.Errorf("VerifyBlock with %q: %v, want ok=%v", tc.digest, err, tc.ok)
 		}
 	}
 }
