@@ -403,3 +403,32 @@ func TestVerifyBlockForms(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWriteGroupCrawl writes what a crawl commit writes: groups of 64
+// captures, each a 6 KB response, its request and a metadata record.
+func BenchmarkWriteGroupCrawl(b *testing.B) {
+	body := bytes.Repeat([]byte("<p>Some archived text, <a href=\"/x\">compressible</a> as pages are.</p>\n"), 80)
+	raw := append([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"), body...)
+	req := []byte("GET /page HTTP/1.1\r\nHost: example.com\r\nUser-Agent: waggle/0 (+https://example.org/bot)\r\nAccept: */*\r\nAccept-Encoding: gzip, br\r\n\r\n")
+	links := []Field{}
+	for i := range 30 {
+		links = append(links, Field{Name: "outlink", Value: fmt.Sprintf("http://example.com/section/page-%d.html L a/@href", i)})
+	}
+	w, err := NewWriter(b.TempDir(), WriterOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		var recs []*Record
+		for i := range 64 {
+			u := fmt.Sprintf("http://example.com/page-%d", i)
+			r, _ := NewResponse(u, when, raw)
+			recs = append(recs, r, NewRequest(u, when, req), NewMetadata(u, when, links))
+		}
+		if _, err := w.WriteGroup(recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

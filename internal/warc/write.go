@@ -45,8 +45,9 @@ type Writer struct {
 	name     string
 	size     int64
 	infoID   string
-	infoSize int64 // size of the segment's warcinfo member
-	rolled   bool  // a segment was created since the last Sync: the directory needs one too
+	infoSize int64     // size of the segment's warcinfo member
+	rolled   bool      // a segment was created since the last Sync: the directory needs one too
+	gzips    sync.Pool // *gzip.Writer: each holds hundreds of KB of tables, worth reusing
 }
 
 // NewWriter starts a new segment in dir. It never appends to an existing
@@ -239,7 +240,11 @@ func (w *Writer) encodeAll(recs []*Record, own []bool) ([][]byte, error) {
 		go func() {
 			defer wg.Done()
 			var buf bytes.Buffer
-			gz, _ := gzip.NewWriterLevel(&buf, compressionLevel)
+			gz, _ := w.gzips.Get().(*gzip.Writer)
+			if gz == nil {
+				gz, _ = gzip.NewWriterLevel(&buf, compressionLevel)
+			}
+			defer w.gzips.Put(gz)
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(recs) {
