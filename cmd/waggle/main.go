@@ -30,6 +30,7 @@ func commands() []command {
 		{"websim", "serve the synthetic test web (also an HTTP proxy)", runWebsim},
 		{"demo", "crawl part of the synthetic web offline and show the result", runDemo},
 		{"bench", "measure the crawler against a plain fetch loop and wget (waggle bench crawl)", runBench},
+		{"network", "create a network's admission key and admit nodes (waggle network init|admit)", runNetwork},
 	}
 }
 
