@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/replay"
 )
 
 // crawlFlags registers the crawl flags on fs; the node command shares them.
@@ -62,6 +63,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	jsonOut := fs.Bool("json", false, "print a JSON summary on stdout at the end")
 	verbose := fs.Bool("v", false, "log every fetch problem (to stderr)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the crawl to this file (go tool pprof reads it)")
+	httpAddr := fs.String("http", "", "also serve the archive's replay on this address while crawling (as waggle serve does)")
 	seeds, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -86,15 +88,36 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer pprof.StopCPUProfile()
 	}
-	return crawlAndReport(ctx, cfg, stdout, stderr, *jsonOut)
+	return crawlAndReport(ctx, cfg, stdout, stderr, *jsonOut, *httpAddr)
 }
 
 // crawlAndReport runs a crawl with a live progress line on a terminal and a
-// one-line summary at the end.
-func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Writer, jsonOut bool) error {
+// one-line summary at the end, serving replay on httpAddr meanwhile unless
+// it is empty.
+func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Writer, jsonOut bool, httpAddr string) error {
 	c, err := crawl.Open(cfg)
 	if err != nil {
 		return err
+	}
+	stopServing := func() {}
+	if httpAddr != "" {
+		ui, content, err := replay.Listen(httpAddr, "")
+		if err != nil {
+			c.Close()
+			return err
+		}
+		serveCtx, cancel := context.WithCancel(ctx)
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			if err := serveArchive(serveCtx, c.Index(), c.WARCDir(), ui, content, stderr, stderr); err != nil {
+				fmt.Fprintln(stderr, "waggle: replay:", err)
+			}
+		}()
+		stopServing = func() {
+			cancel()
+			<-served // the database stays open until replay is done with it
+		}
 	}
 	done := make(chan struct{})
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
@@ -113,6 +136,7 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 	}
 	s, runErr := c.Run(ctx)
 	close(done)
+	stopServing()
 	closeErr := c.Close()
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		fmt.Fprint(stderr, "\r\033[K")

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/waggle-archive/waggle/internal/websim"
 )
 
 // TestDemoAndExport runs the demo (the README's first command), opens the
@@ -116,6 +118,52 @@ func TestExportImportRoundTrip(t *testing.T) {
 	}
 	if len(orig) < 40 {
 		t.Errorf("only %d captures", len(orig))
+	}
+}
+
+// TestCrawlServesReplayWhileCrawling: waggle crawl --http serves the
+// archive as it grows, from the same process that holds the database.
+func TestCrawlServesReplayWhileCrawling(t *testing.T) {
+	web := websim.New(websim.Config{Hosts: 5, Pages: 60})
+	sim, err := websim.Start("127.0.0.1:0", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	var out, errs syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), []string{"crawl", "--data", t.TempDir(), "--proxy", sim.URL(), "--allow-private",
+			"--delay", "100ms", "--max-crawl-delay", "100ms", "--max-pages", "30", "--http", "127.0.0.1:0", web.Seeds()[0]}, &out, &errs)
+	}()
+	addr := ""
+	for addr == "" {
+		select {
+		case code := <-done:
+			t.Fatalf("crawl exit %d before it served\n%s", code, errs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if m := regexp.MustCompile(`Replay: open (http://[^/ ]+)/`).FindStringSubmatch(errs.String()); m != nil {
+			addr = m[1]
+		}
+	}
+	resp, err := http.Get(addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(home), "The archive") {
+		t.Errorf("home page during the crawl: %d\n%s", resp.StatusCode, home)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("crawl exit %d\n%s", code, errs.String())
+	}
+	if !strings.Contains(errs.String(), "pages 30 (+30 new)") {
+		t.Errorf("crawl summary: %s", errs.String())
+	}
+	if _, err := http.Get(addr + "/"); err == nil {
+		t.Error("replay still answers after the crawl ended")
 	}
 }
 

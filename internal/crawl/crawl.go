@@ -27,6 +27,7 @@ import (
 
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/frontier"
+	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/robots"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
@@ -149,6 +150,13 @@ func OpenDB(data string) (*pebble.DB, error) {
 	}
 	return db, nil
 }
+
+// Index is the archive's capture index, for serving replay while the crawl
+// runs: an entry appears only once its record is durable.
+func (c *Crawler) Index() *index.Index { return index.New(c.db) }
+
+// WARCDir is where the archive's WARC segments are.
+func (c *Crawler) WARCDir() string { return c.warcDir }
 
 // Run crawls until the frontier is empty, MaxPages is reached or ctx is
 // cancelled. Everything fetched before Run returns is durable. Cancelling ctx
