@@ -103,6 +103,7 @@ func Replay(ctx context.Context, opts ReplayOptions, out io.Writer) ([]Latency, 
 		name string
 		url  func(r *rand.Rand) string
 	}{
+		{"home page (summary of the archive, cached 30 s)", func(*rand.Rand) string { return ui + "/" }},
 		{"capture list (calendar) /web/*/<url>", func(r *rand.Rand) string { _, u, _ := pick(r); return ui + "/web/*/" + u }},
 		{"CDX exact, output=json", func(r *rand.Rand) string { _, u, _ := pick(r); return ui + "/cdx?output=json&url=" + u }},
 		{"CDX host prefix, limit=100", func(r *rand.Rand) string { h, _, _ := pick(r); return ui + "/cdx?limit=100&url=" + h + "/*" }},

@@ -167,7 +167,7 @@ type hostCount struct {
 
 // summaryTTL: the summary is a full scan of the index, so it is kept for a
 // while rather than made for every visit to the home page.
-const summaryTTL = time.Minute
+const summaryTTL = 30 * time.Second
 
 func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 	sum, err := s.getSummary(r.Context())
@@ -178,12 +178,31 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "home", sum)
 }
 
+// getSummary returns the archive's summary, computing it when it is
+// missing or stale. While one request recomputes a stale summary, the others
+// are answered with the stale one rather than wait for the scan.
 func (s *Server) getSummary(ctx context.Context) (*summary, error) {
 	s.summaryMu.Lock()
-	defer s.summaryMu.Unlock()
-	if s.summary != nil && time.Since(s.summary.At) < summaryTTL {
-		return s.summary, nil
+	cur := s.summary
+	if cur != nil && (time.Since(cur.At) < summaryTTL || s.summarizing) {
+		s.summaryMu.Unlock()
+		return cur, nil
 	}
+	s.summarizing = true
+	s.summaryMu.Unlock()
+	sum, err := s.summarize(ctx)
+	s.summaryMu.Lock()
+	defer s.summaryMu.Unlock()
+	s.summarizing = false
+	if err != nil {
+		return nil, err
+	}
+	s.summary = sum
+	return sum, nil
+}
+
+// summarize scans the whole index: captures, hosts, date range.
+func (s *Server) summarize(ctx context.Context) (*summary, error) {
 	sum := &summary{At: time.Now()}
 	hosts := map[string]int{}
 	err := s.idx.Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
@@ -214,7 +233,6 @@ func (s *Server) getSummary(ctx context.Context) (*summary, error) {
 	if len(sum.Top) > 30 {
 		sum.Top = sum.Top[:30]
 	}
-	s.summary = sum
 	return sum, nil
 }
 

@@ -53,8 +53,9 @@ type Server struct {
 	ctAddr  string
 	log     *slog.Logger
 
-	summaryMu sync.Mutex
-	summary   *summary
+	summaryMu   sync.Mutex
+	summary     *summary
+	summarizing bool // a request is recomputing a stale summary
 }
 
 // New returns a Server for cfg.
