@@ -21,8 +21,34 @@ import (
 // captured more often than this is replayed from its most recent ones.
 const maxCapturesListed = 200_000
 
-// capturesOf returns the captures of the URL key in time order.
-func (s *Server) capturesOf(ctx context.Context, key string) ([]index.Capture, error) {
+// capturesOf returns the captures that can stand for URL u, in time order.
+// One SURT key covers several URLs (http and https, with and without www.,
+// with and without a trailing slash), and sites redirect between them: the
+// captures of u itself come first, and when there are none, any capture of
+// the key but those redirecting to u — replaying one of those for u would
+// send the browser round in a loop.
+func (s *Server) capturesOf(ctx context.Context, key, u string) ([]index.Capture, error) {
+	caps, err := s.capturesOfKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var exact, others []index.Capture
+	for _, c := range caps {
+		switch {
+		case c.URL == u:
+			exact = append(exact, c)
+		case c.Redirect != u:
+			others = append(others, c)
+		}
+	}
+	if len(exact) > 0 {
+		return exact, nil
+	}
+	return others, nil
+}
+
+// capturesOfKey returns all captures of the URL key in time order.
+func (s *Server) capturesOfKey(ctx context.Context, key string) ([]index.Capture, error) {
 	var caps []index.Capture
 	err := s.idx.Captures(ctx, key, true, func(c index.Capture) (bool, error) {
 		caps = append(caps, c)
@@ -86,6 +112,10 @@ var errCorrupt = errors.New("the archived record is damaged")
 // and the payload of the capture it refers to; a server-not-modified revisit
 // the original's headers too.
 func (s *Server) load(ctx context.Context, c index.Capture) (*response, error) {
+	return s.loadDepth(ctx, c, 0)
+}
+
+func (s *Server) loadDepth(ctx context.Context, c index.Capture, depth int) (*response, error) {
 	rec, err := warc.ReadAt(s.warcDir, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
@@ -100,6 +130,9 @@ func (s *Server) load(ctx context.Context, c index.Capture) (*response, error) {
 		}
 		return &response{status: http.StatusOK, header: h, payload: rec.Block}, nil
 	case warc.TypeRevisit:
+		if depth > 0 {
+			return nil, fmt.Errorf("%w: revisit refers to another revisit", errCorrupt)
+		}
 		return s.loadRevisit(ctx, c, rec)
 	}
 	return nil, fmt.Errorf("%w: a %s record cannot be replayed", errCorrupt, rec.Type())
@@ -113,7 +146,7 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 	if orig.Type == warc.TypeRevisit {
 		return nil, fmt.Errorf("%w: revisit refers to another revisit", errCorrupt)
 	}
-	base, err := s.load(ctx, orig)
+	base, err := s.loadDepth(ctx, orig, 1)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not an archivable URL: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	caps, err := s.capturesOf(r.Context(), key)
+	caps, err := s.capturesOf(r.Context(), key, u)
 	if err != nil {
 		s.contentError(w, r, err)
 		return
@@ -82,7 +82,7 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 		// A page is the capture closest to the time asked for, at its own
 		// timestamp, so that the address says which capture is shown.
 		i = closest(caps, when)
-		if ts := caps[i].Timestamp14(); ts != t.ts || !sameURL(t.url, caps[i].URL) {
+		if ts := caps[i].Timestamp14(); ts != t.ts || !sameURL(fixURL(t.url), caps[i].URL) {
 			redirect(w, "/web/"+ts+t.mod+"/"+caps[i].URL, http.StatusFound)
 			return
 		}

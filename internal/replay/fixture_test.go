@@ -109,6 +109,9 @@ func newTestArchive(t *testing.T, fixtures []fixture) *testArchive {
 		key, _ := urlkey.SURT(u)
 		c := index.Capture{URLKey: key, Time: when, URL: u, Type: typ, Status: f.status, Digest: digest,
 			Segment: loc.Segment, Offset: loc.Offset, Length: loc.Length, RecordID: rec.ID()}
+		if loc := http.Header(parseHeaderLines(f.header)).Get("Location"); loc != "" {
+			c.Redirect, _ = urlkey.Canonical(u, loc) // as the crawler and import index it
+		}
 		if ct := http.Header(parseHeaderLines(f.header)).Get("Content-Type"); ct != "" {
 			c.MIME = strings.TrimSpace(strings.Split(ct, ";")[0])
 		}

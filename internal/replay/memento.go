@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/waggle-archive/waggle/internal/cdx"
@@ -48,7 +49,8 @@ func linkHeader(ui string, caps []index.Capture, i int, self bool) string {
 	}
 	addRel(len(caps)-1, "last")
 	for _, j := range order {
-		rel := strings.TrimSpace(strings.Join(rels[j], " ") + " memento")
+		words := slices.DeleteFunc(rels[j], func(w string) bool { return w == "" })
+		rel := strings.Join(append(words, "memento"), " ")
 		links = append(links, fmt.Sprintf(`<%s/web/%s/%s>; rel="%s"; datetime="%s"`, ui, caps[j].Timestamp14(), caps[j].URL, rel, httpDate(caps[j].Time)))
 	}
 	return strings.Join(links, ", ")

@@ -388,3 +388,40 @@ func FuzzParseTarget(f *testing.F) {
 		fixURL(tg.url)
 	})
 }
+
+// TestRedirectsBetweenVariantsOfOneKeyDoNotLoop: http and https, www. and
+// a trailing slash share a SURT key, and sites redirect between them.
+func TestRedirectsBetweenVariantsOfOneKeyDoNotLoop(t *testing.T) {
+	html := "Content-Type: text/html\r\n"
+	a := newTestArchive(t, []fixture{
+		{url: "http://ex.test/docs", at: "20240101120000", status: 301, header: "Location: /docs/\r\n"},
+		{url: "http://ex.test/docs/", at: "20240101120005", header: html, body: "<p>the docs</p>"},
+		{url: "http://ex.test/i.png", at: "20240101120000", status: 301, header: "Location: https://ex.test/i.png\r\n"},
+	})
+	// Follow redirects by hand, at most 5, from the page the redirect leads to.
+	follow := func(start string) (int, string, int) {
+		u := start
+		for hops := 0; hops < 5; hops++ {
+			resp, body := get(t, u)
+			loc := resp.Header.Get("Location")
+			if resp.StatusCode < 300 || resp.StatusCode >= 400 || loc == "" {
+				return resp.StatusCode, body, hops
+			}
+			if strings.HasPrefix(loc, "/") {
+				loc = a.content.URL + loc
+			}
+			u = loc
+		}
+		t.Fatalf("%s: still redirecting after 5 hops (at %s)", start, u)
+		return 0, "", 0
+	}
+	if code, body, _ := follow(a.content.URL + "/web/20240101120000mp_/http://ex.test/docs"); code != 200 || !strings.Contains(body, "the docs") {
+		t.Errorf("/docs → /docs/: %d %q", code, body)
+	}
+	if code, body, _ := follow(a.content.URL + "/web/20240101120000mp_/http://ex.test/docs/"); code != 200 || !strings.Contains(body, "the docs") {
+		t.Errorf("/docs/ asked directly: %d %q", code, body)
+	}
+	if code, _, hops := follow(a.content.URL + "/web/20240101120000im_/http://ex.test/i.png"); code != 404 || hops != 1 {
+		t.Errorf("redirect to an https URL not archived: %d after %d hops, want 404 after 1", code, hops)
+	}
+}

@@ -70,7 +70,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, raw string) (re
 		s.errorPage(w, r, http.StatusBadRequest, "Not a web address", err.Error())
 		return resolved{}, false
 	}
-	caps, err := s.capturesOf(r.Context(), key)
+	caps, err := s.capturesOf(r.Context(), key, u)
 	if err != nil {
 		s.serverError(w, r, err)
 		return resolved{}, false
@@ -97,7 +97,7 @@ func (s *Server) frame(w http.ResponseWriter, r *http.Request, t target) {
 	}
 	i := closest(res.caps, when)
 	c := res.caps[i]
-	if ts := c.Timestamp14(); ts != t.ts || !sameURL(t.url, c.URL) {
+	if ts := c.Timestamp14(); ts != t.ts || !sameURL(fixURL(t.url), c.URL) {
 		redirect(w, "/web/"+ts+"/"+c.URL, http.StatusFound)
 		return
 	}
