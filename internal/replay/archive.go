@@ -37,7 +37,7 @@ func (s *Server) capturesOf(ctx context.Context, key, u string) ([]index.Capture
 		switch {
 		case c.URL == u:
 			exact = append(exact, c)
-		case c.Redirect != u:
+		case !redirectsTo(c, u):
 			others = append(others, c)
 		}
 	}
@@ -45,6 +45,15 @@ func (s *Server) capturesOf(ctx context.Context, key, u string) ([]index.Capture
 		return exact, nil
 	}
 	return others, nil
+}
+
+// redirectsTo reports whether capture c is a redirect to URL u (canonical).
+func redirectsTo(c index.Capture, u string) bool {
+	if c.Redirect == "" {
+		return false
+	}
+	r, err := urlkey.Canonical("", c.Redirect) // the crawler records Location resolved, not canonical
+	return err == nil && r == u || c.Redirect == u
 }
 
 // capturesOfKey returns all captures of the URL key in time order.
