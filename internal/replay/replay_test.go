@@ -425,3 +425,28 @@ func TestRedirectsBetweenVariantsOfOneKeyDoNotLoop(t *testing.T) {
 		t.Errorf("redirect to an https URL not archived: %d after %d hops, want 404 after 1", code, hops)
 	}
 }
+
+// TestLoopbackNodeRefusesOtherHostNames: a page elsewhere cannot rebind its
+// own name to 127.0.0.1 and read a local archive; localhost works, and the
+// frame then comes from localhost too.
+func TestLoopbackNodeRefusesOtherHostNames(t *testing.T) {
+	a := exampleArchive(t)
+	for _, base := range []string{a.ui.URL, a.content.URL} {
+		req, _ := http.NewRequest("GET", base+"/web/20240101120000mp_/http://example.com/", nil)
+		req.Host = "rebound.attacker.example"
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("%s with a foreign Host: %d, want 421", base, resp.StatusCode)
+		}
+	}
+	port := a.ui.URL[strings.LastIndexByte(a.ui.URL, ':'):]
+	ctPort := a.content.URL[strings.LastIndexByte(a.content.URL, ':'):]
+	resp, body := get(t, "http://localhost"+port+"/web/20240301120000/http://example.com/")
+	if resp.StatusCode != 200 || !strings.Contains(body, `src="http://localhost`+ctPort+`/web/20240301120000mp_/`) {
+		t.Errorf("reached as localhost: %d, the frame should come from localhost%s:\n%s", resp.StatusCode, ctPort, body)
+	}
+}

@@ -36,10 +36,10 @@ type Config struct {
 	Index   *index.Index
 	WARCDir string // where the index's segments are
 
-	// UIAddr and ContentAddr are the host:port of the two listeners as
-	// browsers reach them. A host that is empty or unspecified (0.0.0.0, ::)
-	// is replaced by the host name the request came in on, so the node works
-	// under whatever name it is reached by.
+	// UIAddr and ContentAddr are the listeners' addresses. Links between
+	// the two origins use the host name each request came in on with the
+	// other listener's port; a listener on a loopback address answers only
+	// to loopback host names (DNS-rebinding protection).
 	UIAddr, ContentAddr string
 
 	Logger *slog.Logger
@@ -67,21 +67,44 @@ func New(cfg Config) *Server {
 	return &Server{idx: cfg.Index, warcDir: cfg.WARCDir, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, log: log}
 }
 
-// origin returns "http://host:port" for addr, taking the host from r when
-// addr does not name one.
+// origin returns "http://host:port" for the listener at addr as the
+// browser that sent r reaches it: the host name the request came in on, and
+// the listener's port. The two origins then always share a host name, so the
+// frame, its policy and its messages agree however the node is reached.
 func origin(addr string, r *http.Request) string {
-	host, port, err := net.SplitHostPort(addr)
+	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "http://" + addr
 	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = r.Host
-		if h, _, err := net.SplitHostPort(r.Host); err == nil {
-			host = h
-		}
-		host = strings.Trim(host, "[]")
+	return "http://" + net.JoinHostPort(requestHost(r), port)
+}
+
+// requestHost is the host name (no port, no brackets) a request was sent to.
+func requestHost(r *http.Request) string {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return strings.Trim(host, "[]")
+}
+
+// allowedHost guards a node that listens on loopback only against DNS
+// rebinding: a web page elsewhere could otherwise give its own host name
+// the address 127.0.0.1 and read the archive through the visitor's browser.
+// Such a node answers only to loopback addresses and "localhost".
+func allowedHost(listenAddr string, r *http.Request) bool {
+	host, _, err := net.SplitHostPort(listenAddr)
+	if err != nil {
+		return true
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return true // reachable from elsewhere by whatever name the operator gave it
+	}
+	h := requestHost(r)
+	if ip := net.ParseIP(h); ip != nil {
+		return ip.IsLoopback()
+	}
+	return strings.EqualFold(h, "localhost")
 }
 
 func (s *Server) uiOrigin(r *http.Request) string      { return origin(s.uiAddr, r) }
@@ -97,7 +120,7 @@ func (s *Server) UI() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusNotFound, "No such page", "There is nothing at "+r.URL.Path+". Start from the home page.")
 	})
-	return securityHeaders(archivePaths(s.web, mux))
+	return s.guard(s.uiAddr, securityHeaders(archivePaths(s.web, mux)))
 }
 
 // Content returns the handler for the content listener.
@@ -108,7 +131,19 @@ func (s *Server) Content() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not an archived URL: replayed content lives under /web/<timestamp><modifier>/<url>", http.StatusNotFound)
 	})
-	return archivePaths(s.content, mux)
+	return s.guard(s.ctAddr, archivePaths(s.content, mux))
+}
+
+// guard refuses requests for a host name the listener at addr must not
+// answer to (see allowedHost).
+func (s *Server) guard(addr string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowedHost(addr, r) {
+			http.Error(w, "this archive answers on loopback only; use 127.0.0.1 or localhost", http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // archivePaths sends GET and HEAD requests for /web/... to h and the rest to
