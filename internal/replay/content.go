@@ -99,6 +99,7 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	setMementoHeaders(h, ui, caps, i)
 	h.Set("Content-Security-Policy", contentPolicy(ui))
+	h.Set("X-Content-Type-Options", "nosniff") // the archived type, not a guess, decides what a response is
 	h.Set("X-Archive-Src", c.Segment+":"+strconv.FormatInt(c.Offset, 10))
 	if t.mod == "id_" {
 		s.serveIdentity(w, resp)
@@ -143,6 +144,14 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 			h.Set("Content-Encoding", ce) // the browser decodes it
 		}
 	}
+	if kind != "" {
+		// Rewritten output names its neighbours and depends on the archive's
+		// state: a browser must not reuse it after new captures arrive.
+		h.Set("Cache-Control", "no-cache")
+	}
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/octet-stream") // never let Go sniff archived bytes into HTML
+	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(resp.status)
 	w.Write(body)
@@ -158,6 +167,9 @@ func (s *Server) serveIdentity(w http.ResponseWriter, resp *response) {
 	}
 	if loc := resp.header.Get("Location"); loc != "" {
 		h.Set("X-Archive-Orig-Location", loc)
+	}
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/octet-stream")
 	}
 	h.Set("Content-Length", strconv.Itoa(len(resp.payload)))
 	w.WriteHeader(resp.status)
@@ -182,7 +194,7 @@ func copyHeaders(dst, src http.Header) {
 // loads comes from the archive, nothing from the live web, and only the
 // interface may frame it.
 func contentPolicy(ui string) string {
-	return "default-src 'self' 'unsafe-inline' 'unsafe-eval' data: blob:; form-action 'self'; frame-ancestors 'self' " + ui
+	return "default-src 'self' 'unsafe-inline' 'unsafe-eval' data: blob:; form-action 'self'; base-uri 'self'; frame-ancestors 'self' " + ui
 }
 
 func isPageMod(mod string) bool { return mod == "" || mod == "mp_" || mod == "if_" || mod == "fr_" }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -37,15 +38,28 @@ func Listen(uiAddr, contentAddr string) (ui, content net.Listener, err error) {
 	return ui, content, nil
 }
 
-// Serve serves s on the two listeners until ctx is done, then shuts down
-// gracefully.
+// Serve serves s on the two listeners until ctx is done, then shuts down:
+// it stops accepting, lets requests in flight finish for a few seconds,
+// cancels the rest, and returns only when no handler is running, so that the
+// caller may close the database behind the index.
 func Serve(ctx context.Context, s *Server, ui, content net.Listener) error {
+	base, cancelRequests := context.WithCancel(context.Background())
+	defer cancelRequests()
+	var running sync.WaitGroup
+	track := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			running.Add(1)
+			defer running.Done()
+			h.ServeHTTP(w, r)
+		})
+	}
 	servers := []*http.Server{
-		{Handler: s.UI(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
-		{Handler: s.Content(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
+		{Handler: track(s.UI()), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
+		{Handler: track(s.Content()), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
 	}
 	errc := make(chan error, 2)
 	for i, ln := range []net.Listener{ui, content} {
+		servers[i].BaseContext = func(net.Listener) context.Context { return base }
 		go func() { errc <- servers[i].Serve(ln) }()
 	}
 	var err error
@@ -58,6 +72,11 @@ func Serve(ctx context.Context, s *Server, ui, content net.Listener) error {
 	for _, srv := range servers {
 		srv.Shutdown(shut)
 	}
+	cancelRequests() // index scans and streams stop at their next check
+	for _, srv := range servers {
+		srv.Close()
+	}
+	running.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -195,6 +195,9 @@ func (s *Server) getSummary(ctx context.Context) (*summary, error) {
 	defer s.summaryMu.Unlock()
 	s.summarizing = false
 	if err != nil {
+		if s.summary != nil {
+			return s.summary, nil // an old summary beats an error page
+		}
 		return nil, err
 	}
 	s.summary = sum

@@ -16,7 +16,11 @@
   window.addEventListener("message", function (ev) {
     if (ev.origin !== content || ev.source !== frame.contentWindow) { return; }
     var m = ev.data;
-    if (!m || m.waggle !== "load" || typeof m.url !== "string" || !/^\d{14}$/.test(m.ts)) { return; }
+    // The framed page's own scripts could post too: accept only well-formed
+    // reports, and never more than text and archive links.
+    if (!m || m.waggle !== "load" || typeof m.url !== "string" || !/^https?:\/\//.test(m.url) || !/^\d{14}$/.test(m.ts)) { return; }
+    if (m.prev && !/^\d{14}$/.test(m.prev)) { m.prev = ""; }
+    if (m.next && !/^\d{14}$/.test(m.next)) { m.next = ""; }
     document.getElementById("wb-date").textContent = fmt(m.ts);
     document.getElementById("wb-url").textContent = m.url;
     document.getElementById("wb-all").href = "/web/*/" + m.url;
