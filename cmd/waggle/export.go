@@ -55,10 +55,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		sel.To = last.Add(time.Second) // the selection's end is exclusive
 	}
-	if _, err := os.Stat(*data); err != nil {
-		return fmt.Errorf("no archive at %s: %w", *data, err)
-	}
-	db, err := crawl.OpenDB(*data)
+	db, err := crawl.OpenExistingDB(*data)
 	if err != nil {
 		return err
 	}

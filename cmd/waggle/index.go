@@ -21,10 +21,7 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if _, err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	if _, err := os.Stat(*data); err != nil {
-		return fmt.Errorf("no archive at %s: %w", *data, err)
-	}
-	db, err := crawl.OpenDB(*data)
+	db, err := crawl.OpenExistingDB(*data)
 	if err != nil {
 		return err
 	}

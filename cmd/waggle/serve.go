@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 
 	"github.com/waggle-archive/waggle/internal/crawl"
@@ -22,10 +21,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(*data, "db")); err != nil {
-		return fmt.Errorf("no archive at %s: %w", *data, err)
-	}
-	db, err := crawl.OpenDB(*data)
+	db, err := crawl.OpenExistingDB(*data)
 	if err != nil {
 		return err
 	}

@@ -151,6 +151,16 @@ func OpenDB(data string) (*pebble.DB, error) {
 	return db, nil
 }
 
+// OpenExistingDB opens the database of a data directory that must already
+// hold an archive, for commands that only read one.
+func OpenExistingDB(data string) (*pebble.DB, error) {
+	// Checked before pebble.Open, which would create the directory.
+	if _, err := os.Stat(filepath.Join(data, "db")); err != nil {
+		return nil, fmt.Errorf("no archive at %s: %w", data, err)
+	}
+	return OpenDB(data)
+}
+
 // Index is the archive's capture index, for serving replay while the crawl
 // runs: an entry appears only once its record is durable.
 func (c *Crawler) Index() *index.Index { return index.New(c.db) }
