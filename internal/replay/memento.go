@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bufio"
 	"fmt"
 	"net/http"
 	"slices"
@@ -68,10 +69,10 @@ func (s *Server) timemap(w http.ResponseWriter, r *http.Request, format, raw str
 		ui := s.uiOrigin(r)
 		first, last := res.caps[0], res.caps[len(res.caps)-1]
 		w.Header().Set("Content-Type", "application/link-format")
-		var b strings.Builder
-		fmt.Fprintf(&b, "<%s>; rel=\"original\",\n", res.url)
-		fmt.Fprintf(&b, "<%s/web/timemap/link/%s>; rel=\"self\"; type=\"application/link-format\"; from=\"%s\"; until=\"%s\",\n", ui, res.url, httpDate(first.Time), httpDate(last.Time))
-		fmt.Fprintf(&b, "<%s/web/%s>; rel=\"timegate\"", ui, res.url)
+		b := bufio.NewWriterSize(w, 32<<10)
+		fmt.Fprintf(b, "<%s>; rel=\"original\",\n", res.url)
+		fmt.Fprintf(b, "<%s/web/timemap/link/%s>; rel=\"self\"; type=\"application/link-format\"; from=\"%s\"; until=\"%s\",\n", ui, res.url, httpDate(first.Time), httpDate(last.Time))
+		fmt.Fprintf(b, "<%s/web/%s>; rel=\"timegate\"", ui, res.url)
 		for i, c := range res.caps {
 			rel := "memento"
 			switch {
@@ -82,10 +83,10 @@ func (s *Server) timemap(w http.ResponseWriter, r *http.Request, format, raw str
 			case i == len(res.caps)-1:
 				rel = "last memento"
 			}
-			fmt.Fprintf(&b, ",\n<%s/web/%s/%s>; rel=\"%s\"; datetime=\"%s\"", ui, c.Timestamp14(), c.URL, rel, httpDate(c.Time))
+			fmt.Fprintf(b, ",\n<%s/web/%s/%s>; rel=\"%s\"; datetime=\"%s\"", ui, c.Timestamp14(), c.URL, rel, httpDate(c.Time))
 		}
 		b.WriteString("\n")
-		w.Write([]byte(b.String()))
+		b.Flush()
 	case "json":
 		q, err := cdx.ParseQuery(map[string][]string{"url": {fixURL(raw)}, "output": {"json"}})
 		if err != nil {
