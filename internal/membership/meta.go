@@ -1,0 +1,187 @@
+package membership
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// metaVersion is the version of the node metadata encoding. Version 1 is:
+//
+//	version byte (1)
+//	capacity   uvarint
+//	name       uvarint length, bytes
+//	HTTP addr  uvarint length, bytes
+//	peer addr  uvarint length, bytes
+//
+// A later version may only append fields, so that its prefix stays readable
+// by nodes that know version 1; trailing bytes are refused in version 1
+// itself, where they can only be corruption.
+const metaVersion = 1
+
+// MaxCapacity bounds a member's capacity. Capacities are relative, so the
+// bound costs nothing real; it keeps one member from claiming so many
+// virtual nodes that the ring cannot be built.
+const MaxCapacity = 1000
+
+const (
+	maxNameLen = 63  // a DNS label, as admission certifies names
+	maxAddrLen = 255 // a DNS name and a port fit easily
+)
+
+// nodeMeta is what a node tells the others about itself in memberlist's
+// node metadata.
+type nodeMeta struct {
+	Name     string
+	Capacity int
+	HTTPAddr string
+	PeerAddr string
+}
+
+func (nm nodeMeta) validate() error {
+	if err := validName(nm.Name); err != nil {
+		return err
+	}
+	if nm.Capacity < 1 || nm.Capacity > MaxCapacity {
+		return fmt.Errorf("capacity %d out of range [1, %d]", nm.Capacity, MaxCapacity)
+	}
+	if err := validAddr(nm.HTTPAddr); err != nil {
+		return fmt.Errorf("HTTP address: %w", err)
+	}
+	if err := validAddr(nm.PeerAddr); err != nil {
+		return fmt.Errorf("peer address: %w", err)
+	}
+	return nil
+}
+
+// encodeMeta encodes nm, which must be valid, and checks that it fits
+// memberlist's limit.
+func encodeMeta(nm nodeMeta) ([]byte, error) {
+	if err := nm.validate(); err != nil {
+		return nil, err
+	}
+	b := []byte{metaVersion}
+	b = binary.AppendUvarint(b, uint64(nm.Capacity))
+	for _, s := range []string{nm.Name, nm.HTTPAddr, nm.PeerAddr} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("metadata is %d bytes, more than memberlist's %d", len(b), memberlist.MetaMaxSize)
+	}
+	return b, nil
+}
+
+// decodeMeta decodes and validates metadata received from a peer.
+func decodeMeta(b []byte) (nodeMeta, error) {
+	var nm nodeMeta
+	if len(b) == 0 {
+		return nm, errors.New("no metadata")
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return nm, fmt.Errorf("metadata is %d bytes, more than %d", len(b), memberlist.MetaMaxSize)
+	}
+	if b[0] != metaVersion {
+		if b[0] == 0 {
+			return nm, errors.New("metadata version 0")
+		}
+		if b[0] < metaVersion {
+			return nm, fmt.Errorf("unknown metadata version %d", b[0])
+		}
+		// A newer version: read the version 1 prefix below, ignore the rest.
+	}
+	rest := b[1:]
+	c, n := binary.Uvarint(rest)
+	if n <= 0 {
+		return nm, errors.New("truncated capacity")
+	}
+	if c < 1 || c > MaxCapacity {
+		return nm, fmt.Errorf("capacity %d out of range [1, %d]", c, MaxCapacity)
+	}
+	nm.Capacity = int(c)
+	rest = rest[n:]
+	for _, dst := range []*string{&nm.Name, &nm.HTTPAddr, &nm.PeerAddr} {
+		l, n := binary.Uvarint(rest)
+		if n <= 0 {
+			return nm, errors.New("truncated length")
+		}
+		rest = rest[n:]
+		if l > uint64(len(rest)) {
+			return nm, errors.New("truncated string")
+		}
+		*dst = string(rest[:l])
+		rest = rest[l:]
+	}
+	if len(rest) > 0 && b[0] == metaVersion {
+		return nm, fmt.Errorf("%d trailing bytes", len(rest))
+	}
+	if err := nm.validate(); err != nil {
+		return nodeMeta{}, err
+	}
+	return nm, nil
+}
+
+// validName reports whether s is a node name as admission certifies them:
+// a DNS label of lower-case letters, digits and hyphens.
+func validName(s string) error {
+	if len(s) == 0 || len(s) > maxNameLen {
+		return fmt.Errorf("name %q: length not in [1, %d]", s, maxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case c == '-' && i > 0 && i < len(s)-1:
+		default:
+			return fmt.Errorf("name %q is not a DNS label", s)
+		}
+	}
+	return nil
+}
+
+// validAddr reports whether s is an address other nodes can dial: a host
+// (not an unspecified address) and a port from 1 to 65535.
+func validAddr(s string) error {
+	if len(s) > maxAddrLen {
+		return fmt.Errorf("%d bytes, more than %d", len(s), maxAddrLen)
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q: %v", s, err)
+	}
+	if host == "" {
+		return fmt.Errorf("%q: no host", s)
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("%q: bad character in host", s)
+		}
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%q: unspecified address cannot be dialled", s)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 || port[0] == '+' {
+		return fmt.Errorf("%q: bad port", s)
+	}
+	return nil
+}
+
+// validID reports whether s looks like a certified ID: lower-case hex,
+// as admission derives it (the hex of a hash).
+func validID(s string) bool {
+	if len(s) < 2 || len(s) > 128 || len(s)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
