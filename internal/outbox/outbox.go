@@ -1,0 +1,586 @@
+// Package outbox carries the URLs a node extracts to the nodes that own
+// them. Each peer has a queue on disk, in the node's pebble database, that
+// the crawler fills atomically with its own commits; a sender drains each
+// queue oldest first, in compressed batches posted over the authenticated
+// peer channel (POST /v1/urls), and deletes a batch only once the peer has
+// acknowledged it. A peer that is down or slow loses nothing: its queue
+// waits, retried with exponential back-off, and Reroute moves it to new
+// owners when membership changes. Delivery is at least once; receivers
+// deduplicate through their frontier's seen set.
+//
+// Keys, all under "o/":
+//
+//	o/q/<peer ID> 0x00 <seq u64 BE> → URL    queued URL for a peer
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/waggle-archive/waggle/internal/peer"
+)
+
+// Path is the path batches are posted to.
+const Path = "/v1/urls"
+
+// Defaults of Config.
+const (
+	DefaultBatchSize     = 500
+	DefaultMaxDelay      = 200 * time.Millisecond
+	DefaultRecentPerPeer = 100_000
+)
+
+const (
+	queuePrefix = "o/q/"
+	minBackoff  = 250 * time.Millisecond
+	maxBackoff  = 30 * time.Second
+	sendTimeout = time.Minute // per batch, so a stalled peer cannot hold its queue forever
+)
+
+// Config configures an Outbox.
+type Config struct {
+	DB     *pebble.DB // the node's database; the outbox keeps its keys under "o/"
+	Client *peer.Client
+	// Resolve gives the current peer address (host:port) of a member;
+	// ok is false when the member is not live now.
+	Resolve func(peerID string) (addr string, ok bool)
+	// A peer's batch is sent once it holds BatchSize URLs (default 500,
+	// at most MaxBatchURLs) or its oldest URL has waited MaxDelay
+	// (default 200ms).
+	BatchSize int
+	MaxDelay  time.Duration
+	// RecentPerPeer is the size of the per-peer cache of recently queued
+	// URLs that drops repeats before they are queued (default 100,000).
+	RecentPerPeer int
+	Logger        *slog.Logger // nil: log nothing
+}
+
+// Stats are an Outbox's counters since Open.
+type Stats struct {
+	URLs     int64 // URLs acknowledged by their peers
+	Batches  int64 // batches acknowledged
+	Failures int64 // batches that failed (and were kept for a retry)
+	Wire     int64 // compressed request bodies of acknowledged batches, in bytes
+	Text     int64 // bytes of URL text in acknowledged batches
+	Repeats  int64 // URLs dropped by Add as recently queued for the same peer
+	Invalid  int64 // URLs dropped by Add as unfit to send (see Handler)
+}
+
+// An Outbox queues URLs for peers and sends them. Its methods are safe for
+// concurrent use, but Add, Reroute and Committed follow the crawler's
+// commit discipline, as in package frontier: stage into one batch at a
+// time, commit it, then call Committed.
+type Outbox struct {
+	cfg  Config
+	log  *slog.Logger
+	enc  *zstd.Encoder
+	seed maphash.Seed
+
+	mu      sync.Mutex
+	peers   map[string]*peerState
+	seq     uint64        // last sequence number given out
+	wake    chan struct{} // Committed → Run
+	running bool
+
+	backoff0, backoffMax time.Duration // fields so that tests can shorten them
+
+	urls, batches, failures, wire, text, repeats, invalid atomic.Int64
+}
+
+// peerState is what the outbox knows of one peer's queue.
+type peerState struct {
+	id      string
+	pending int       // committed URLs on disk
+	since   time.Time // when the queue last became non-empty
+	// cursor is the lowest sequence number that may still be queued: the
+	// sender starts reading there, so as not to wade through the
+	// tombstones of the batches it has sent.
+	cursor uint64
+	staged int    // change to pending staged since the last Committed
+	minSeq uint64 // lowest sequence number staged since then (0: none)
+	recent *recentSet
+	sender bool          // a sender goroutine runs for this peer
+	poke   chan struct{} // wakes that goroutine
+}
+
+// Open opens the outbox kept in cfg.DB and resumes the queues found there.
+func Open(cfg Config) (*Outbox, error) {
+	if cfg.DB == nil || cfg.Client == nil || cfg.Resolve == nil {
+		return nil, errors.New("outbox: Config needs DB, Client and Resolve")
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	cfg.BatchSize = min(cfg.BatchSize, MaxBatchURLs)
+	if cfg.MaxDelay <= 0 {
+		cfg.MaxDelay = DefaultMaxDelay
+	}
+	if cfg.RecentPerPeer <= 0 {
+		cfg.RecentPerPeer = DefaultRecentPerPeer
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	o := &Outbox{
+		cfg: cfg, log: log, enc: enc, seed: maphash.MakeSeed(),
+		peers: map[string]*peerState{}, wake: make(chan struct{}, 1),
+		backoff0: minBackoff, backoffMax: maxBackoff,
+	}
+	it, err := cfg.DB.NewIter(&pebble.IterOptions{LowerBound: []byte(queuePrefix), UpperBound: prefixEnd(queuePrefix)})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	defer it.Close()
+	now := time.Now()
+	for it.First(); it.Valid(); it.Next() {
+		id, seq, ok := parseKey(it.Key())
+		if !ok {
+			return nil, fmt.Errorf("outbox: malformed key %q", it.Key())
+		}
+		p := o.peer(id)
+		if p.pending == 0 {
+			p.cursor, p.since = seq, now
+		}
+		p.pending++
+		p.recent.add(maphash.Bytes(o.seed, it.Value()))
+		o.seq = max(o.seq, seq)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	return o, nil
+}
+
+// peer returns the state of peer id, creating it. o.mu is held.
+func (o *Outbox) peer(id string) *peerState {
+	p := o.peers[id]
+	if p == nil {
+		p = &peerState{id: id, recent: newRecentSet(o.cfg.RecentPerPeer), poke: make(chan struct{}, 1)}
+		o.peers[id] = p
+	}
+	return p
+}
+
+func checkPeerID(id string) error {
+	if id == "" || len(id) > 255 || strings.IndexByte(id, 0) >= 0 {
+		return fmt.Errorf("outbox: bad peer ID %.80q", id)
+	}
+	return nil
+}
+
+// Add stages urls for peerID into b, which the caller commits and then
+// reports with Committed. URLs queued for that peer recently (or earlier
+// in urls) are dropped, as are URLs no peer would accept (see Handler).
+func (o *Outbox) Add(b *pebble.Batch, peerID string, urls []string) error {
+	if err := checkPeerID(peerID); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.add(b, o.peer(peerID), urls)
+}
+
+// add is Add with o.mu held.
+func (o *Outbox) add(b *pebble.Batch, p *peerState, urls []string) error {
+	for _, u := range urls {
+		if why := validURL(u); why != "" {
+			o.invalid.Add(1)
+			o.log.Debug("outbox: dropping URL", "peer", p.id, "url", truncate(u), "reason", why)
+			continue
+		}
+		h := maphash.String(o.seed, u)
+		if p.recent.has(h) {
+			o.repeats.Add(1)
+			continue
+		}
+		o.seq++
+		if err := b.Set(queueKey(p.id, o.seq), []byte(u), nil); err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+		p.recent.add(h)
+		p.staged++
+		if p.minSeq == 0 {
+			p.minSeq = o.seq
+		}
+	}
+	return nil
+}
+
+// Committed tells the outbox that the batches given to Add and Reroute
+// have been committed, so their URLs can be sent.
+func (o *Outbox) Committed() {
+	o.mu.Lock()
+	now := time.Now()
+	for _, p := range o.peers {
+		if p.staged == 0 && p.minSeq == 0 {
+			continue
+		}
+		if p.pending == 0 && p.staged > 0 {
+			p.since = now
+		}
+		p.pending = max(0, p.pending+p.staged)
+		if p.minSeq != 0 && p.minSeq < p.cursor {
+			p.cursor = p.minSeq
+		}
+		p.staged, p.minSeq = 0, 0
+		select {
+		case p.poke <- struct{}{}:
+		default:
+		}
+	}
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Reroute stages into b, which must be indexed, the move of every queued
+// URL whose owner, as owner now answers, is not the peer it is queued for.
+// Call it when membership changes: a peer gone for good has no URL left
+// once owner no longer names it. owner may answer "" to leave a URL where
+// it is. The caller commits b and then calls Committed. A batch being sent
+// while Reroute moves it may reach both peers.
+func (o *Outbox) Reroute(b *pebble.Batch, owner func(url string) (peerID string)) error {
+	if !b.Indexed() {
+		return errors.New("outbox: Reroute needs an indexed batch")
+	}
+	type move struct {
+		key []byte
+		url string
+		to  string
+	}
+	var moves []move
+	it, err := b.NewIter(&pebble.IterOptions{LowerBound: []byte(queuePrefix), UpperBound: prefixEnd(queuePrefix)})
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		id, _, ok := parseKey(it.Key())
+		if !ok {
+			it.Close()
+			return fmt.Errorf("outbox: malformed key %q", it.Key())
+		}
+		u := string(it.Value())
+		to := owner(u)
+		if to == "" || to == id {
+			continue
+		}
+		if err := checkPeerID(to); err != nil {
+			it.Close()
+			return err
+		}
+		moves = append(moves, move{bytes.Clone(it.Key()), u, to})
+	}
+	err = it.Error()
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, m := range moves {
+		id, _, _ := parseKey(m.key)
+		if err := b.Delete(m.key, nil); err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+		o.peer(id).staged--
+		to := o.peer(m.to)
+		// A URL moved from a gone peer is new to its owner: the recent
+		// cache must not drop it.
+		to.recent.remove(maphash.String(o.seed, m.url))
+		if err := o.add(b, to, []string{m.url}); err != nil {
+			return err
+		}
+	}
+	if len(moves) > 0 {
+		o.log.Info("outbox: rerouted queued URLs", "urls", len(moves))
+	}
+	return nil
+}
+
+// Pending returns the number of URLs queued per peer.
+func (o *Outbox) Pending() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := make(map[string]int, len(o.peers))
+	for id, p := range o.peers {
+		if p.pending > 0 {
+			m[id] = p.pending
+		}
+	}
+	return m
+}
+
+// Stats returns the outbox's counters.
+func (o *Outbox) Stats() Stats {
+	return Stats{
+		URLs: o.urls.Load(), Batches: o.batches.Load(), Failures: o.failures.Load(),
+		Wire: o.wire.Load(), Text: o.text.Load(),
+		Repeats: o.repeats.Load(), Invalid: o.invalid.Load(),
+	}
+}
+
+// Run sends queued URLs until ctx is done, with one sender per peer that
+// has any, so that a slow peer delays only its own queue. It returns nil
+// once ctx is done and every send in flight has ended.
+func (o *Outbox) Run(ctx context.Context) error {
+	o.mu.Lock()
+	if o.running {
+		o.mu.Unlock()
+		return errors.New("outbox: Run called twice")
+	}
+	o.running = true
+	o.mu.Unlock()
+	var wg sync.WaitGroup
+	defer func() {
+		wg.Wait()
+		o.mu.Lock()
+		o.running = false
+		o.mu.Unlock()
+	}()
+	for {
+		o.mu.Lock()
+		for _, p := range o.peers {
+			if p.pending > 0 && !p.sender {
+				p.sender = true
+				wg.Go(func() { o.send(ctx, p) })
+			}
+		}
+		o.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.wake:
+		}
+	}
+}
+
+// send drains p's queue, then returns.
+func (o *Outbox) send(ctx context.Context, p *peerState) {
+	var backoff time.Duration
+	for {
+		o.mu.Lock()
+		if p.pending == 0 {
+			// The count can fall short of the disk, when a batch in
+			// flight was also rerouted; look before leaving, so that
+			// nothing waits for the peer's next Add.
+			cursor := p.cursor
+			o.mu.Unlock()
+			keys, _, err := o.read(p.id, cursor)
+			o.mu.Lock()
+			if err == nil && len(keys) > 0 && p.pending == 0 {
+				p.pending, p.since = len(keys), time.Time{}
+			}
+			if p.pending == 0 {
+				p.sender = false
+				o.mu.Unlock()
+				if err != nil {
+					o.log.Error("outbox: reading queue", "peer", p.id, "err", err)
+				}
+				return
+			}
+		}
+		pending, since := p.pending, p.since
+		wait := time.Duration(0)
+		if pending < o.cfg.BatchSize {
+			wait = time.Until(since.Add(o.cfg.MaxDelay))
+		}
+		o.mu.Unlock()
+		if wait > 0 && !sleep(ctx, wait, p.poke) {
+			o.stop(p)
+			return
+		}
+		if ctx.Err() != nil {
+			o.stop(p)
+			return
+		}
+		err := o.sendBatch(ctx, p, pending)
+		if err == nil {
+			backoff = 0
+			continue
+		}
+		if ctx.Err() != nil {
+			o.stop(p)
+			return
+		}
+		o.failures.Add(1)
+		backoff = min(max(2*backoff, o.backoff0), o.backoffMax)
+		// Jitter, so that nodes that lost the same peer do not retry in step.
+		d := backoff/2 + rand.N(backoff/2+1)
+		o.log.Warn("outbox: sending failed; keeping the batch", "peer", p.id, "queued", pending, "retry_in", d.Round(time.Millisecond), "err", err)
+		if !sleep(ctx, d, nil) {
+			o.stop(p)
+			return
+		}
+	}
+}
+
+func (o *Outbox) stop(p *peerState) {
+	o.mu.Lock()
+	p.sender = false
+	o.mu.Unlock()
+}
+
+// sleep waits d, or until poke, and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration, poke <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-poke:
+	}
+	return true
+}
+
+// sendBatch sends the oldest batch of p's queue; pending is the count
+// seen before reading it.
+func (o *Outbox) sendBatch(ctx context.Context, p *peerState, pending int) error {
+	o.mu.Lock()
+	cursor := p.cursor
+	o.mu.Unlock()
+	keys, urls, err := o.read(p.id, cursor)
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		// Every URL counted before the read was committed before it, so
+		// none is left: the count was of a batch the caller abandoned.
+		o.mu.Lock()
+		p.pending = max(0, p.pending-pending)
+		o.mu.Unlock()
+		return nil
+	}
+	addr, ok := o.cfg.Resolve(p.id)
+	if !ok {
+		return errors.New("outbox: peer is not live")
+	}
+	text := 0
+	for _, u := range urls {
+		text += len(u)
+	}
+	payload, sent := encodePayload(nil, urls)
+	body := o.enc.EncodeAll(payload, nil)
+	if err := o.post(ctx, addr, p.id, body); err != nil {
+		return err
+	}
+	db := o.cfg.DB.NewBatch()
+	for _, k := range keys {
+		db.Delete(k, nil)
+	}
+	// Without a sync: a deletion lost in a crash only sends the batch
+	// again, which receivers deduplicate.
+	if err := db.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("outbox: deleting a sent batch: %w", err)
+	}
+	_, last, _ := parseKey(keys[len(keys)-1])
+	o.mu.Lock()
+	p.pending = max(0, p.pending-len(keys))
+	if p.cursor == cursor {
+		p.cursor = last + 1
+	}
+	o.mu.Unlock()
+	o.urls.Add(int64(len(sent)))
+	o.batches.Add(1)
+	o.wire.Add(int64(len(body)))
+	o.text.Add(int64(text))
+	return nil
+}
+
+// read returns the oldest batch of peer id's queue from cursor on.
+func (o *Outbox) read(id string, cursor uint64) (keys [][]byte, urls []string, err error) {
+	prefix := queuePrefix + id + "\x00"
+	it, err := o.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: queueKey(id, cursor), UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("outbox: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid() && len(keys) < o.cfg.BatchSize; it.Next() {
+		keys = append(keys, bytes.Clone(it.Key()))
+		urls = append(urls, string(it.Value()))
+	}
+	if err := it.Error(); err != nil {
+		return nil, nil, fmt.Errorf("outbox: %w", err)
+	}
+	return keys, urls, nil
+}
+
+// post sends one batch body and waits for its acknowledgement.
+func (o *Outbox) post(ctx context.Context, addr, id string, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, Path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	req.Header.Set("Content-Type", ContentType)
+	req.Header.Set("Content-Encoding", "zstd")
+	resp, err := o.cfg.Client.Do(ctx, addr, id, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("outbox: peer %s answered %s: %q", addr, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+func queueKey(id string, seq uint64) []byte {
+	k := make([]byte, 0, len(queuePrefix)+len(id)+1+8)
+	k = append(k, queuePrefix...)
+	k = append(k, id...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+func parseKey(k []byte) (id string, seq uint64, ok bool) {
+	rest, ok := bytes.CutPrefix(k, []byte(queuePrefix))
+	if !ok || len(rest) < 10 || rest[len(rest)-9] != 0 {
+		return "", 0, false
+	}
+	return string(rest[:len(rest)-9]), binary.BigEndian.Uint64(rest[len(rest)-8:]), true
+}
+
+func prefixEnd(p string) []byte {
+	b := []byte(p)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return b[:i+1]
+		}
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}

@@ -1,0 +1,206 @@
+package outbox
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// The wire format of a batch (POST /v1/urls) is a zstd frame whose content
+// is
+//
+//	"WGU" 0x01                                   magic and version
+//	uvarint n                                    number of URLs
+//	n × (uvarint shared, uvarint len, bytes)    front-coded URLs
+//
+// The URLs are sorted and distinct; each is written as the length of the
+// prefix it shares with the previous one and the rest of its bytes. Sorting
+// puts a host's URLs together, so the host and the common path are written
+// once, and zstd then finds what repeats across hosts (scheme, "www.",
+// path words, query names). Decoded, a batch is at most MaxDecodedBytes
+// and MaxBatchURLs.
+const (
+	// ContentType is the media type of a batch.
+	ContentType = "application/x-waggle-urls"
+	// MaxURLBytes is the longest URL a batch may carry.
+	MaxURLBytes = 4096
+	// MaxBatchURLs is the most URLs a batch may carry.
+	MaxBatchURLs = 100_000
+	// MaxDecodedBytes limits a batch's decompressed size, and the
+	// total length of its URLs.
+	MaxDecodedBytes = 64 << 20
+	// MaxBodyBytes limits a batch's compressed size.
+	MaxBodyBytes = 16 << 20
+)
+
+var magic = []byte{'W', 'G', 'U', 1}
+
+// errTooLarge marks a batch over one of the limits.
+var errTooLarge = errors.New("outbox: batch over the size limits")
+
+// validURL reports why u may not travel in a batch, or "".
+func validURL(u string) string {
+	switch {
+	case u == "":
+		return "empty URL"
+	case len(u) > MaxURLBytes:
+		return fmt.Sprintf("URL of %d bytes is longer than %d", len(u), MaxURLBytes)
+	case !utf8.ValidString(u):
+		return "URL is not valid UTF-8"
+	}
+	for _, r := range u {
+		// C0, DEL and C1 controls (which include CR and LF) never belong
+		// in a URL a crawler extracted and canonicalized.
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return fmt.Sprintf("URL contains control character %U", r)
+		}
+	}
+	return ""
+}
+
+// encodePayload front-codes urls, which must be valid, into the
+// uncompressed content of a batch. It sorts and deduplicates urls in place
+// and returns the URLs it kept.
+func encodePayload(dst []byte, urls []string) ([]byte, []string) {
+	slices.Sort(urls)
+	urls = slices.Compact(urls)
+	dst = append(dst, magic...)
+	dst = binary.AppendUvarint(dst, uint64(len(urls)))
+	prev := ""
+	for _, u := range urls {
+		n := 0
+		for n < len(prev) && n < len(u) && prev[n] == u[n] {
+			n++
+		}
+		dst = binary.AppendUvarint(dst, uint64(n))
+		dst = binary.AppendUvarint(dst, uint64(len(u)-n))
+		dst = append(dst, u[n:]...)
+		prev = u
+	}
+	return dst, urls
+}
+
+// decodePayload parses the uncompressed content of a batch as it is
+// decompressed, so that garbage is refused at its first bad byte. It checks
+// every limit and every URL, and fails on anything else, so that a batch
+// is taken whole or not at all.
+func decodePayload(r *bufio.Reader) ([]string, error) {
+	var head [4]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil || !bytes.Equal(head[:3], magic[:3]) {
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, err
+		}
+		return nil, errors.New("outbox: not a URL batch")
+	}
+	if head[3] != magic[3] {
+		return nil, fmt.Errorf("outbox: URL batch version %d is not supported (want %d)", head[3], magic[3])
+	}
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: URL batch: bad count: %w", err)
+	}
+	if n > MaxBatchURLs {
+		return nil, fmt.Errorf("%w: %d URLs, at most %d", errTooLarge, n, MaxBatchURLs)
+	}
+	urls := make([]string, 0, min(n, 1024))
+	text := 0 // front coding compresses too: its output needs a limit of its own
+	var buf [MaxURLBytes]byte
+	prev := buf[:0]
+	for i := range n {
+		shared, err := binary.ReadUvarint(r)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: URL batch: URL %d: bad prefix length: %w", i, err)
+		}
+		rest, err := binary.ReadUvarint(r)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: URL batch: URL %d: bad length: %w", i, err)
+		}
+		switch {
+		case shared > uint64(len(prev)):
+			return nil, fmt.Errorf("outbox: URL batch: URL %d shares %d bytes with a URL of %d", i, shared, len(prev))
+		case rest == 0:
+			// Distinct and sorted: each URL adds at least one byte.
+			return nil, fmt.Errorf("outbox: URL batch: URL %d repeats the previous one or is empty", i)
+		case shared+rest > MaxURLBytes:
+			return nil, fmt.Errorf("outbox: URL batch: URL %d is longer than %d bytes", i, MaxURLBytes)
+		}
+		cur := buf[:shared+rest]
+		if _, err := io.ReadFull(r, cur[shared:]); err != nil {
+			return nil, fmt.Errorf("outbox: URL batch: URL %d: %w", i, err)
+		}
+		if text += len(cur); text > MaxDecodedBytes {
+			return nil, fmt.Errorf("%w: more than %d bytes of URLs", errTooLarge, MaxDecodedBytes)
+		}
+		u := string(cur)
+		if len(urls) > 0 && urls[len(urls)-1] >= u {
+			return nil, fmt.Errorf("outbox: URL batch: URL %d is out of order", i)
+		}
+		if why := validURL(u); why != "" {
+			return nil, fmt.Errorf("outbox: URL batch: URL %d: %s", i, why)
+		}
+		urls = append(urls, u)
+		prev = cur
+	}
+	// Reading to the end also checks the frame's checksum.
+	switch _, err := r.ReadByte(); {
+	case err == nil:
+		return nil, errors.New("outbox: URL batch: data after the last URL")
+	case !errors.Is(err, io.EOF):
+		return nil, err
+	}
+	return urls, nil
+}
+
+// newDecoder returns a zstd decoder for one batch at a time, with a window
+// no larger than a batch could need.
+func newDecoder() (*zstd.Decoder, error) {
+	return zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(MaxDecodedBytes),
+		zstd.WithDecoderMaxWindow(8<<20),
+	)
+}
+
+// decodeBatch decompresses and parses a batch body with dec, stopping
+// after MaxDecodedBytes, the defence against compression bombs.
+func decodeBatch(dec *zstd.Decoder, body []byte) ([]string, error) {
+	if err := dec.Reset(bytes.NewReader(body)); err != nil {
+		return nil, fmt.Errorf("outbox: URL batch: %w", err)
+	}
+	urls, err := decodePayload(bufio.NewReaderSize(&limitReader{r: dec, n: MaxDecodedBytes}, 32<<10))
+	switch {
+	case err == nil:
+		return urls, nil
+	case errors.Is(err, errTooLarge):
+		return nil, err
+	case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
+		return nil, fmt.Errorf("%w: %v", errTooLarge, err)
+	case strings.HasPrefix(err.Error(), "outbox:"):
+		return nil, err
+	}
+	return nil, fmt.Errorf("outbox: URL batch: %w", err)
+}
+
+// limitReader fails with errTooLarge past n bytes.
+type limitReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, fmt.Errorf("%w: more than %d bytes decompressed", errTooLarge, MaxDecodedBytes)
+	}
+	p = p[:min(int64(len(p)), l.n)]
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
