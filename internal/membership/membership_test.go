@@ -160,7 +160,7 @@ func TestNetworkLifecycle(t *testing.T) {
 	if seed.Ring().Digest() != r.Digest() {
 		t.Errorf("seed's ring is not the ring of its members")
 	}
-	if seed.Ring() != seed.Ring() {
+	if first, again := seed.Ring(), seed.Ring(); first != again {
 		t.Errorf("Ring is rebuilt although the members did not change")
 	}
 	select {

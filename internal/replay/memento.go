@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/cdx"
 	"github.com/waggle-archive/waggle/internal/index"
@@ -101,3 +102,6 @@ func (s *Server) timemap(w http.ResponseWriter, r *http.Request, format, raw str
 		http.Error(w, "unknown TimeMap format "+format+": use /web/timemap/link/<url> or /web/timemap/json/<url>", http.StatusNotFound)
 	}
 }
+
+// httpDate formats t as Memento-Datetime and Link datetimes want (RFC 1123, GMT).
+func httpDate(t time.Time) string { return t.UTC().Format(time.RFC1123[:len(time.RFC1123)-3] + "GMT") }
