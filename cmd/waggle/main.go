@@ -28,8 +28,8 @@ func commands() []command {
 		{"import", "add the records of WARC and WACZ files to the archive", runImport},
 		{"serve", "serve an archive's replay: Wayback UI, Memento, CDX API", runServe},
 		{"websim", "serve the synthetic test web (also an HTTP proxy)", runWebsim},
-		{"demo", "crawl part of the synthetic web offline and show the result", runDemo},
-		{"bench", "measure the crawler against a plain fetch loop and wget (waggle bench crawl)", runBench},
+		{"demo", "crawl part of the synthetic web offline, then serve its replay", runDemo},
+		{"bench", "measure crawling and replay (waggle bench crawl|replay)", runBench},
 		{"network", "create a network's admission key and admit nodes (waggle network init|admit)", runNetwork},
 	}
 }
