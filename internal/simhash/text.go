@@ -1,0 +1,150 @@
+package simhash
+
+import (
+	"bytes"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
+)
+
+// Bounds on the work done for one page. A page's text is what a reader
+// sees: a megabyte of it is some 150,000 words, more than enough to tell
+// near duplicates apart, and the input bound keeps the tokenizer's buffer
+// (which holds a whole token, such as an enormous inline script) small.
+const (
+	maxInput = 16 << 20 // bytes of HTML read
+	maxText  = 1 << 20  // bytes of text kept
+)
+
+// Text returns the visible text of an HTML page, with entities decoded and
+// every run of white space collapsed to one space. It leaves out what a
+// browser does not show: the contents of script, style, noscript, template,
+// iframe, noembed and noframes elements, comments, and the attributes and
+// metadata of the head; the title counts. Tags that break the flow of text
+// (p, div, br, li, td …) separate words, inline ones (b, a, span …) do not,
+// so a change of markup alone does not change the text. Text reads at most
+// the first 16 MiB of page and returns at most the first 1 MiB of text;
+// malformed HTML is read the way the tokenizer recovers from it.
+func Text(page []byte) string {
+	return string(appendText(nil, page))
+}
+
+// appendText appends the visible text of page to b.
+func appendText(b []byte, page []byte) []byte {
+	if len(page) > maxInput {
+		page = page[:maxInput]
+	}
+	w := textWriter{b: b, start: len(b)}
+	z := html.NewTokenizer(bytes.NewReader(page))
+	skipRaw := false // the next text token is the content of a hidden raw-text element
+	template := 0    // depth of template elements, whose contents are inert
+	for len(w.b)-w.start < maxText {
+		tt := z.Next()
+		switch tt {
+		case html.ErrorToken:
+			return w.done()
+		case html.TextToken:
+			if !skipRaw && template == 0 {
+				w.text(z.Text())
+			}
+		case html.StartTagToken, html.SelfClosingTagToken, html.EndTagToken:
+			name, _ := z.TagName()
+			a := atom.Lookup(name)
+			switch a {
+			case atom.Script, atom.Style, atom.Noscript, atom.Iframe, atom.Noembed, atom.Noframes:
+				// The tokenizer returns the whole content of these as the
+				// next text token, even after a self-closing start tag.
+				if tt != html.EndTagToken {
+					skipRaw = true
+					continue
+				}
+			case atom.Template:
+				switch {
+				case tt == html.StartTagToken:
+					template++
+				case tt == html.EndTagToken && template > 0:
+					template--
+				}
+			}
+			if !inline(a) {
+				w.space()
+			}
+		}
+		skipRaw = false
+	}
+	return w.done()
+}
+
+// inline reports whether element a does not break the flow of text.
+// Unknown elements (custom elements) are inline, as in CSS: their atom is 0.
+func inline(a atom.Atom) bool {
+	switch a {
+	case 0, atom.A, atom.Abbr, atom.B, atom.Bdi, atom.Bdo, atom.Big,
+		atom.Blink, atom.Cite, atom.Code, atom.Data, atom.Del, atom.Dfn,
+		atom.Em, atom.Font, atom.I, atom.Ins, atom.Kbd, atom.Label,
+		atom.Mark, atom.Nobr, atom.Q, atom.Rb, atom.Rp, atom.Rt, atom.Rtc,
+		atom.Ruby, atom.S, atom.Samp, atom.Small, atom.Span, atom.Strike,
+		atom.Strong, atom.Sub, atom.Sup, atom.Time, atom.Tt, atom.U,
+		atom.Var, atom.Wbr:
+		return true
+	}
+	return false
+}
+
+// textWriter appends text with white space collapsed.
+type textWriter struct {
+	b       []byte
+	start   int  // where the text begins in b
+	pending bool // a space is due before the next non-space
+}
+
+func (w *textWriter) space() { w.pending = true }
+
+// text appends s, whose entities are decoded, collapsing white space.
+func (w *textWriter) text(s []byte) {
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRune(s[i:])
+		}
+		switch {
+		case r == 0:
+			// Browsers drop NUL from text; the tokenizer leaves it only
+			// outside raw text.
+		case isSpace(r):
+			w.pending = true
+		default:
+			if w.pending && len(w.b) > w.start {
+				w.b = append(w.b, ' ')
+			}
+			w.pending = false
+			if r == utf8.RuneError && size == 1 {
+				w.b = append(w.b, "\uFFFD"...)
+			} else {
+				w.b = append(w.b, s[i:i+size]...)
+			}
+		}
+		i += size
+	}
+}
+
+// done returns the text, cut to maxText bytes at a rune boundary.
+func (w *textWriter) done() []byte {
+	if len(w.b)-w.start > maxText {
+		end := w.start + maxText
+		for end > w.start && !utf8.RuneStart(w.b[end]) {
+			end--
+		}
+		w.b = w.b[:end]
+	}
+	return w.b
+}
+
+func isSpace(r rune) bool {
+	if r < utf8.RuneSelf {
+		return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' || r == '\v'
+	}
+	return unicode.IsSpace(r) || r == '\u200b' // zero-width space separates words too
+}
