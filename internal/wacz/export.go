@@ -339,8 +339,8 @@ func (e *exporter) concurrent(f *os.File, pos int64, id string) (int64, string) 
 	if err != nil {
 		return 0, ""
 	}
-	typ := p.get("WARC-Type")
-	if typ != warc.TypeRequest && typ != warc.TypeMetadata || !p.has("WARC-Concurrent-To", id) {
+	typ := p.Get("WARC-Type")
+	if typ != warc.TypeRequest && typ != warc.TypeMetadata || !hasField(p, "WARC-Concurrent-To", id) {
 		return 0, ""
 	}
 	n, err := e.mr.finish()
@@ -384,7 +384,7 @@ func (e *exporter) segment(name string) (*os.File, error) {
 	if !e.seenSegs[name] {
 		e.seenSegs[name] = true
 		if err := e.mr.open(f, 0, 1<<62); err == nil {
-			if p, err := e.mr.peek(); err == nil && p.get("WARC-Type") == warc.TypeWarcinfo {
+			if p, err := e.mr.peek(); err == nil && p.Get("WARC-Type") == warc.TypeWarcinfo {
 				if n, err := e.mr.finish(); err == nil {
 					if err := e.copyRaw(f, name, 0, n); err != nil {
 						return nil, err

@@ -23,9 +23,6 @@ import (
 )
 
 const (
-	// maxPeekHeader bounds the WARC header read to decide whether a member
-	// belongs to a capture.
-	maxPeekHeader = 64 << 10
 	// A page's title is looked for in the first titleScan bytes of its
 	// record, then, if not found there, in the first maxTitleScan.
 	titleScan    = 16 << 10
@@ -92,68 +89,24 @@ func (m *memberReader) open(ra io.ReaderAt, off, limit int64) error {
 	return nil
 }
 
-// peekedRecord is the header of a record.
-type peekedRecord struct {
-	fields []warc.Field
-}
-
-func (p *peekedRecord) get(name string) string {
-	for _, f := range p.fields {
-		if strings.EqualFold(f.Name, name) {
-			return f.Value
-		}
+// peek reads the WARC header of the open member.
+func (m *memberReader) peek() (warc.Header, error) {
+	h, err := warc.ReadHeader(m.br)
+	if err != nil {
+		return h, fmt.Errorf("record header: %w", err)
 	}
-	return ""
+	return h, nil
 }
 
-func (p *peekedRecord) has(name, value string) bool {
-	for _, f := range p.fields {
+// hasField reports whether h has a field name with exactly value (WARC
+// allows WARC-Concurrent-To to repeat).
+func hasField(h warc.Header, name, value string) bool {
+	for _, f := range h.Fields() {
 		if strings.EqualFold(f.Name, name) && f.Value == value {
 			return true
 		}
 	}
 	return false
-}
-
-// peek reads the WARC header of the open member.
-func (m *memberReader) peek() (*peekedRecord, error) {
-	var p peekedRecord
-	total := 0
-	first := true
-	var long []byte
-	for {
-		line, err := m.br.ReadSlice('\n')
-		if total += len(line); total > maxPeekHeader {
-			return nil, errors.New("record header too large")
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long, line...)
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("record header: %w", err)
-		}
-		if long != nil {
-			line, long = append(long, line...), nil
-		}
-		l := strings.TrimRight(string(line), "\r\n")
-		if first {
-			if !strings.HasPrefix(l, "WARC/") {
-				return nil, errors.New("not a WARC record")
-			}
-			first = false
-			continue
-		}
-		if l == "" {
-			break
-		}
-		name, value, ok := strings.Cut(l, ":")
-		if !ok {
-			continue // a continuation line; nothing here needs it
-		}
-		p.fields = append(p.fields, warc.Field{Name: name, Value: strings.TrimSpace(value)})
-	}
-	return &p, nil
 }
 
 // readBlock appends up to n more bytes of the open member's block to buf.

@@ -124,47 +124,11 @@ func (r *Reader) Next() (*Record, Location, error) {
 
 // readRecord reads one record; io.EOF when only blank lines remain.
 func readRecord(br *bufio.Reader, maxBlock int64) (*Record, error) {
-	var line string
-	for {
-		l, err := readLine(br)
-		if err != nil {
-			if errors.Is(err, io.EOF) && l == "" {
-				return nil, io.EOF
-			}
-			return nil, unexpected(err)
-		}
-		if l != "" {
-			line = l
-			break
-		}
+	h, err := ReadHeader(br)
+	if err != nil {
+		return nil, err
 	}
-	if !strings.HasPrefix(line, "WARC/") {
-		return nil, fmt.Errorf("not a WARC record: starts with %s", quote(line))
-	}
-	rec := &Record{}
-	total := len(line)
-	for {
-		l, err := readLine(br)
-		if err != nil {
-			return nil, unexpected(err)
-		}
-		if l == "" {
-			break
-		}
-		if total += len(l); total > maxHeaderBytes {
-			return nil, errors.New("record header too large")
-		}
-		if (l[0] == ' ' || l[0] == '\t') && len(rec.Header.fields) > 0 {
-			last := &rec.Header.fields[len(rec.Header.fields)-1]
-			last.Value += " " + strings.TrimSpace(l)
-			continue
-		}
-		name, value, ok := strings.Cut(l, ":")
-		if !ok || !validName(name) {
-			return nil, fmt.Errorf("malformed header line %s", quote(l))
-		}
-		rec.Header.fields = append(rec.Header.fields, Field{Name: name, Value: strings.TrimSpace(value)})
-	}
+	rec := &Record{Header: h}
 	cl, err := strconv.ParseInt(rec.Header.Get("Content-Length"), 10, 64)
 	if err != nil || cl < 0 {
 		return nil, fmt.Errorf("bad Content-Length %s", quote(rec.Header.Get("Content-Length")))
@@ -186,6 +150,53 @@ func readRecord(br *bufio.Reader, maxBlock int64) (*Record, error) {
 		}
 	}
 	return rec, nil
+}
+
+// ReadHeader reads a record's version line and named fields, leaving br at
+// the start of its content block; io.EOF when only blank lines remain. It is
+// for readers that need a record's header without its block.
+func ReadHeader(br *bufio.Reader) (Header, error) {
+	var h Header
+	var line string
+	for {
+		l, err := readLine(br)
+		if err != nil {
+			if errors.Is(err, io.EOF) && l == "" {
+				return h, io.EOF
+			}
+			return h, unexpected(err)
+		}
+		if l != "" {
+			line = l
+			break
+		}
+	}
+	if !strings.HasPrefix(line, "WARC/") {
+		return h, fmt.Errorf("not a WARC record: starts with %s", quote(line))
+	}
+	total := len(line)
+	for {
+		l, err := readLine(br)
+		if err != nil {
+			return h, unexpected(err)
+		}
+		if l == "" {
+			return h, nil
+		}
+		if total += len(l); total > maxHeaderBytes {
+			return h, errors.New("record header too large")
+		}
+		if (l[0] == ' ' || l[0] == '\t') && len(h.fields) > 0 {
+			last := &h.fields[len(h.fields)-1]
+			last.Value += " " + strings.TrimSpace(l)
+			continue
+		}
+		name, value, ok := strings.Cut(l, ":")
+		if !ok || !validName(name) {
+			return h, fmt.Errorf("malformed header line %s", quote(l))
+		}
+		h.fields = append(h.fields, Field{Name: name, Value: strings.TrimSpace(value)})
+	}
 }
 
 func unexpected(err error) error {
