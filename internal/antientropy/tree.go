@@ -157,23 +157,17 @@ func Build(ctx context.Context, idx *index.Index, lo, hi string, depth int) (*Tr
 }
 
 // Add records a capture written after Build.
-func (t *Tree) Add(e Entry) error {
-	if !t.contains(e.URLKey) {
-		return fmt.Errorf("antientropy: key %q outside [%q, %q)", e.URLKey, t.lo, t.hi)
-	}
-	t.mu.Lock()
-	t.add(e.Fingerprint(), false)
-	t.mu.Unlock()
-	return nil
-}
+func (t *Tree) Add(e Entry) error { return t.update(e, false) }
 
 // Remove forgets a capture deleted after Build (a range handed over).
-func (t *Tree) Remove(e Entry) error {
+func (t *Tree) Remove(e Entry) error { return t.update(e, true) }
+
+func (t *Tree) update(e Entry, remove bool) error {
 	if !t.contains(e.URLKey) {
 		return fmt.Errorf("antientropy: key %q outside [%q, %q)", e.URLKey, t.lo, t.hi)
 	}
 	t.mu.Lock()
-	t.add(e.Fingerprint(), true)
+	t.add(e.Fingerprint(), remove)
 	t.mu.Unlock()
 	return nil
 }
