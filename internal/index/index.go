@@ -49,6 +49,11 @@ type Capture struct {
 	Length   int64     // length of the gzip member
 	RecordID string    // WARC-Record-ID, for WARC-Refers-To of later revisits
 	Redirect string    // Location of a 3xx response, resolved
+
+	// Node is the ID of the network node a capture was read from, set by a
+	// network archive (package archive); empty for this node's own. It is
+	// not stored.
+	Node string
 }
 
 // Timestamp14 is the capture time as the 14-digit Wayback timestamp.

@@ -204,8 +204,8 @@ func FuzzJS(f *testing.F) {
 		for _, e := range edits {
 			if e.start != e.end || e.start <= prev || (e.repl != "WB_wombat_" && e.repl != "location: WB_wombat_") ||
 				!bytes.HasPrefix(js[e.start:], []byte("location")) ||
-				e.start > 0 && (isJSIdent(js[e.start-1]) || js[e.start-1] == '#') ||
-				e.start+8 < len(js) && isJSIdent(js[e.start+8]) {
+				e.start > 0 && (isJSIdent(js[e.start-1]) && !spaceEndsAt(js, e.start) || js[e.start-1] == '#') ||
+				e.start+8 < len(js) && isJSIdent(js[e.start+8]) && jsSpace(js, e.start+8) == 0 {
 				t.Fatalf("JS(%q): bad edit %+v", js, e)
 			}
 			prev = e.start
@@ -223,6 +223,17 @@ func FuzzJS(f *testing.F) {
 			t.Fatalf("JS not idempotent:\n in %q\nout %q\n 2x %q", js, out, again)
 		}
 	})
+}
+
+// spaceEndsAt reports whether a JS whitespace character (some are
+// multi-byte, such as U+00A0) ends just before b[i].
+func spaceEndsAt(b []byte, i int) bool {
+	for w := 1; w <= 3 && w <= i; w++ {
+		if jsSpace(b, i-w) == w {
+			return true
+		}
+	}
+	return false
 }
 
 var jsSeeds = []string{

@@ -130,6 +130,39 @@ var (
 	pathJsessionID = regexp.MustCompile(`(?i);jsessionid=[0-9a-z]{32}`)
 )
 
+// Site returns the host part of the SURT key of a canonical URL
+// ("http://www.Example.com:8080/a" → "com,example:8080") without computing
+// the rest of the key. Every URL of one SURT host — http and https, with
+// and without "www." — has the same Site, which is why the network assigns
+// work and captures to nodes by it.
+func Site(u string) string {
+	host := Host(u)
+	port := ""
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+		host, port = host[:i], host[i:]
+	}
+	if strings.HasPrefix(host, "[") {
+		return host + port // an IPv6 literal, kept as SURT keeps it
+	}
+	host = strings.Trim(host, ".")
+	if net.ParseIP(host) != nil {
+		return host + port
+	}
+	host = wwwPrefix.ReplaceAllString(host, "")
+	parts := strings.Split(host, ".")
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return strings.Join(parts, ",") + port
+}
+
+// SiteOfKey returns the host part of a SURT key, as Site gives it. The
+// path after the host always starts with "/", which no host contains.
+func SiteOfKey(key string) string {
+	site, _, _ := strings.Cut(key, ")/")
+	return site
+}
+
 // SURT returns the Sort-friendly URI Reordering Transform key of a URL, as
 // IA's surt library makes it by default and pywb indexes it:
 // "http://www.Example.com/a?b=2&a=1" → "com,example)/a?a=1&b=2".

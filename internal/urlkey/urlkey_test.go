@@ -101,7 +101,8 @@ func FuzzCanonical(f *testing.F) {
 }
 
 func FuzzSURT(f *testing.F) {
-	for _, s := range []string{"http://www.archive.org/goo/?a=2&b&a=1", "http://[::1]/x;jsessionid=0123456789abcdef0123456789abcdef"} {
+	for _, s := range []string{"http://www.archive.org/goo/?a=2&b&a=1", "http://[::1]/x;jsessionid=0123456789abcdef0123456789abcdef",
+		"https://WWW2.Example.COM:8443/a", "http://192.168.0.1:80/", "http://example.com./x", "http://xn--bcher-kva.example/"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -111,6 +112,10 @@ func FuzzSURT(f *testing.F) {
 		}
 		if !strings.Contains(k, ")") || strings.ContainsAny(k, " \x00") {
 			t.Fatalf("SURT(%q) = %q", s, k)
+		}
+		// Site, the network's assignment key, agrees with the SURT key.
+		if c, _ := Canonical("", s); Site(c) != SiteOfKey(k) {
+			t.Fatalf("Site(%q) = %q, SURT key %q", c, Site(c), k)
 		}
 	})
 }
