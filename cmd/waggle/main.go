@@ -30,6 +30,9 @@ func commands() []command {
 		{"websim", "serve the synthetic test web (also an HTTP proxy)", runWebsim},
 		{"demo", "crawl part of the synthetic web offline, then serve its replay", runDemo},
 		{"bench", "measure crawling and replay (waggle bench crawl|replay)", runBench},
+		{"node", "run a long-lived node: crawl its share, serve replay, join a network", runNode},
+		{"submit", "add seeds through the node running on a data directory", runSubmit},
+		{"status", "show a running node and its network (--json: as /api/status)", runStatus},
 		{"network", "create a network's admission key and admit nodes (waggle network init|admit)", runNetwork},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/replay"
@@ -36,8 +37,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // serveArchive serves replay of an archive on the two listeners until ctx is done.
 func serveArchive(ctx context.Context, idx *index.Index, warcDir string, ui, content net.Listener, stdout, stderr io.Writer) error {
 	srv := replay.New(replay.Config{
-		Index:       idx,
-		WARCDir:     warcDir,
+		Archive:     archive.NewLocal(idx, warcDir),
 		UIAddr:      ui.Addr().String(),
 		ContentAddr: content.Addr().String(),
 		Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),

@@ -8,12 +8,15 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
+
+var ErrUnavailable = errors.New("archive: node unavailable")
 
 // An Archive is a capture index with its records. Captures are ordered by
 // URL key, then time, as in package index. Implementations are safe for

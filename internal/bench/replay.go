@@ -16,6 +16,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/replay"
@@ -87,7 +88,7 @@ func Replay(ctx context.Context, opts ReplayOptions, out io.Writer) ([]Latency, 
 	if err != nil {
 		return nil, err
 	}
-	srv := replay.New(replay.Config{Index: index.New(arch.db), WARCDir: arch.warcDir, UIAddr: uiLn.Addr().String(), ContentAddr: contentLn.Addr().String()})
+	srv := replay.New(replay.Config{Archive: archive.NewLocal(index.New(arch.db), arch.warcDir), UIAddr: uiLn.Addr().String(), ContentAddr: contentLn.Addr().String()})
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go replay.Serve(sctx, srv, uiLn, contentLn)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/urlkey"
@@ -727,6 +728,43 @@ func TestHandlerIndexError(t *testing.T) {
 	}
 }
 
+// Both the local index and an archive spanning nodes can be queried.
+var (
+	_ Source = (*index.Index)(nil)
+	_ Source = archive.Archive(nil)
+	_ Source = (*archive.Local)(nil)
+)
+
+// A query reads an archive as it reads an index, and a missing source is an
+// error, not a panic, whether nil or a nil pointer.
+func TestSources(t *testing.T) {
+	idx := fixture(t)
+	want := write(t, idx, parse(t, "url=*.example.com&output=json"))
+	var b bytes.Buffer
+	if err := parse(t, "url=*.example.com&output=json").Write(context.Background(), archive.NewLocal(idx, t.TempDir()), &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != want || want == "" {
+		t.Errorf("through archive.Local:\n got  %q\n want %q", b.String(), want)
+	}
+
+	q := parse(t, "url=example.com")
+	for _, src := range []Source{nil, (*index.Index)(nil), (*archive.Local)(nil)} {
+		err := q.Run(context.Background(), src, func(index.Capture) (bool, error) { return true, nil })
+		if err == nil || !strings.Contains(err.Error(), "no index") {
+			t.Errorf("Run(%T): %v", src, err)
+		}
+		if err := q.Write(context.Background(), src, io.Discard); err == nil {
+			t.Errorf("Write(%T) accepted", src)
+		}
+		rec := httptest.NewRecorder()
+		Handler(src).ServeHTTP(rec, httptest.NewRequest("GET", "/cdx?url=example.com", nil))
+		if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "no index") {
+			t.Errorf("Handler(%T): %d %q", src, rec.Code, rec.Body.String())
+		}
+	}
+}
+
 // counting counts the captures read from the index.
 type counting struct {
 	idx  *index.Index
@@ -792,7 +830,7 @@ func TestLimitReadsFew(t *testing.T) {
 	} {
 		src := &counting{idx: idx}
 		got := 0
-		err := parse(t, tc.query).run(context.Background(), src, func(index.Capture) (bool, error) { got++; return true, nil })
+		err := parse(t, tc.query).Run(context.Background(), src, func(index.Capture) (bool, error) { got++; return true, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -803,7 +841,7 @@ func TestLimitReadsFew(t *testing.T) {
 	// And the full exact match streams all of its 25,000.
 	src := &counting{idx: idx}
 	n := 0
-	if err := parse(t, "url=big.example&closest=20200201").run(context.Background(), src, func(index.Capture) (bool, error) { n++; return true, nil }); err != nil {
+	if err := parse(t, "url=big.example&closest=20200201").Run(context.Background(), src, func(index.Capture) (bool, error) { n++; return true, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if n != 25000 || src.read != 25000 {

@@ -5,15 +5,32 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"reflect"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
 )
 
-// source is what Run reads: *index.Index, or a wrapper in tests.
-type source interface {
+// A Source is the capture index a query reads: an *index.Index, or an
+// archive.Archive that spans the network. Captures are ordered by URL key,
+// then time, as in package index.
+type Source interface {
+	// Range calls fn for each capture whose URL key k satisfies
+	// lo <= k < hi (hi empty: no upper bound), by key then time.
 	Range(ctx context.Context, lo, hi string, reverse bool, fn func(index.Capture) (bool, error)) error
+	// CapturesBetween calls fn for each capture of urlKey with
+	// from <= time <= to (a zero bound is open), in time order.
 	CapturesBetween(ctx context.Context, urlKey string, from, to time.Time, reverse bool, fn func(index.Capture) (bool, error)) error
+}
+
+// missing reports a Source that is nil, or a nil pointer in an interface
+// (a nil *index.Index), which would panic on first use.
+func missing(src Source) bool {
+	if src == nil {
+		return true
+	}
+	v := reflect.ValueOf(src)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // Run streams the captures matching q to fn, in the query's order: key then
@@ -24,14 +41,14 @@ type source interface {
 // Run holds O(1) captures in memory whatever the order: closest order is
 // a merge of two index scans going away from Closest in both directions.
 // An exact match reads only the captures between From and To.
-func (q Query) Run(ctx context.Context, idx *index.Index, fn func(index.Capture) (bool, error)) error {
-	if idx == nil {
+func (q Query) Run(ctx context.Context, src Source, fn func(index.Capture) (bool, error)) error {
+	if missing(src) {
 		return errors.New("cdx: no index")
 	}
-	return q.run(ctx, idx, fn)
+	return q.run(ctx, src, fn)
 }
 
-func (q Query) run(ctx context.Context, src source, fn func(index.Capture) (bool, error)) error {
+func (q Query) run(ctx context.Context, src Source, fn func(index.Capture) (bool, error)) error {
 	if q.Limit < 0 {
 		return fmt.Errorf("cdx: limit %d is negative", q.Limit)
 	}
@@ -109,7 +126,7 @@ func (q Query) run(ctx context.Context, src source, fn func(index.Capture) (bool
 // q.Closest, measured between 14-digit timestamps as pywb does. It merges a
 // forward scan from Closest with a backward scan from just before it; each
 // yields captures in order of growing distance.
-func (q Query) runClosest(ctx context.Context, src source, key string, lo, hi time.Time,
+func (q Query) runClosest(ctx context.Context, src Source, key string, lo, hi time.Time,
 	match func(*index.Capture) bool, emit func(index.Capture) (bool, error)) error {
 	at := q.Closest.Truncate(time.Second)
 	fwdFrom, bwdTo := at, at.Add(-1)
@@ -181,7 +198,7 @@ type stream struct {
 	primed bool
 }
 
-func newStream(ctx context.Context, src source, key string, from, to time.Time, reverse bool, match func(*index.Capture) bool) *stream {
+func newStream(ctx context.Context, src Source, key string, from, to time.Time, reverse bool, match func(*index.Capture) bool) *stream {
 	s := new(stream)
 	if !from.IsZero() && !to.IsZero() && from.After(to) {
 		s.next = func() (index.Capture, bool) { return index.Capture{}, false }

@@ -43,11 +43,11 @@ func (q Query) ContentType() string {
 // Output is buffered and flushed as it goes: the first line at once, then
 // whenever the buffer fills or a second has passed. If w is an
 // http.Flusher, each flush reaches the client.
-func (q Query) Write(ctx context.Context, idx *index.Index, w io.Writer) error {
-	if idx == nil {
+func (q Query) Write(ctx context.Context, src Source, w io.Writer) error {
+	if missing(src) {
 		return errors.New("cdx: no index")
 	}
-	return q.write(ctx, idx, newFlushWriter(w))
+	return q.write(ctx, src, newFlushWriter(w))
 }
 
 const (
@@ -55,7 +55,7 @@ const (
 	flushInterval = time.Second
 )
 
-func (q Query) write(ctx context.Context, src source, fw *flushWriter) error {
+func (q Query) write(ctx context.Context, src Source, fw *flushWriter) error {
 	enc, err := q.newEncoder()
 	if err != nil {
 		return err
@@ -277,16 +277,16 @@ func escapeFrom(dst []byte, start int, bad func(byte) bool) []byte {
 // capture at /web/<timestamp>/<url>.
 const DefaultLinkPrefix = "/web/"
 
-// Handler returns a Server over idx with link output pointing at
+// Handler returns a Server over src with link output pointing at
 // DefaultLinkPrefix. Mount it at /cdx.
-func Handler(idx *index.Index) http.Handler {
-	return &Server{Index: idx, LinkPrefix: DefaultLinkPrefix}
+func Handler(src Source) http.Handler {
+	return &Server{Source: src, LinkPrefix: DefaultLinkPrefix}
 }
 
 // Server serves GET /cdx?url=...: a bad query is answered 400 with a
 // plain-text explanation, a good one with its captures, streamed.
 type Server struct {
-	Index      *index.Index
+	Source     Source // the captures queried
 	LinkPrefix string // Query.LinkPrefix of every query
 }
 
@@ -306,7 +306,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if s.Index == nil {
+	if missing(s.Source) {
 		http.Error(w, "cdx: no index", http.StatusInternalServerError)
 		return
 	}
@@ -319,7 +319,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fw := newFlushWriter(w)
-	err = q.write(r.Context(), s.Index, fw)
+	err = q.write(r.Context(), s.Source, fw)
 	switch {
 	case err == nil, r.Context().Err() != nil:
 	case fw.n == 0:

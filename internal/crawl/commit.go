@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/waggle-archive/waggle/internal/extract"
+	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
@@ -59,9 +60,17 @@ func (c *Crawler) commitLoop() error {
 			}
 		}
 		if err := c.commit(open, group); err != nil {
+			for _, r := range group {
+				if r.ack != nil {
+					r.ack <- err
+				}
+			}
 			// Drain so workers blocked on sending can see the stop.
 			go func() {
-				for range c.results {
+				for r := range c.results {
+					if r.ack != nil {
+						r.ack <- ErrNotRunning
+					}
 				}
 			}()
 			return err
@@ -96,16 +105,46 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			}
 			bytes += int64(len(r.resp.Raw))
 		}
-		if !r.hasLease || r.outcome == "cancelled" {
+		if r.update != nil {
+			if err := r.update(b); err != nil {
+				return err
+			}
+		}
+		if len(r.seeds) > 0 {
+			items, err := c.addSeeds(b, r.seeds)
+			if err != nil {
+				return err
+			}
+			if r.queueSeeds {
+				r.queue = append(r.queue, items...)
+			}
+		}
+		switch {
+		case r.outcome == "forward":
+			if err := c.front.Forward(b, r.lease); err != nil {
+				return fmt.Errorf("crawl: frontier: %w", err)
+			}
+			if err := c.cfg.Router.Handover(b, r.forward, []frontier.Item{r.lease.Item}); err != nil {
+				return fmt.Errorf("crawl: route: %w", err)
+			}
+			continue
+		case r.hasLease && r.outcome != "cancelled":
+			if err := c.front.Done(b, r.lease); err != nil {
+				return fmt.Errorf("crawl: frontier: %w", err)
+			}
+		case r.ack == nil:
 			// Robots captures have no queue entry; a cancelled fetch stays
 			// queued for the next run.
 			continue
 		}
-		if err := c.front.Done(b, r.lease); err != nil {
-			return fmt.Errorf("crawl: frontier: %w", err)
-		}
-		if len(r.queue) > 0 {
+		switch {
+		case len(r.queue) == 0:
+		case r.keep:
 			if _, err := c.front.Add(b, r.queue); err != nil {
+				return fmt.Errorf("crawl: frontier: %w", err)
+			}
+		default:
+			if err := c.queue(b, r.queue); err != nil {
 				return fmt.Errorf("crawl: frontier: %w", err)
 			}
 		}
@@ -149,6 +188,14 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 		return fmt.Errorf("crawl: commit: %w", err)
 	}
 	c.front.Committed()
+	if c.cfg.Router != nil {
+		c.cfg.Router.Committed()
+	}
+	for _, r := range group {
+		if r.ack != nil {
+			r.ack <- nil
+		}
+	}
 	c.stats.captures.Add(captures)
 	c.stats.bytes.Add(bytes)
 	c.committed(len(group))

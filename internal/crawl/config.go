@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/waggle-archive/waggle/internal/urlkey"
 )
 
@@ -42,6 +44,18 @@ type Config struct {
 	Timeout            time.Duration // whole-request timeout (default 2m)
 
 	Logger *slog.Logger // default: discard
+
+	// For a node of a network (package node); all optional.
+
+	// DB is an open database for Data/db to use instead of opening one;
+	// the crawler does not close it.
+	DB *pebble.DB
+	// Router, when set, hands every URL whose host another node owns to
+	// that node instead of the frontier.
+	Router Router
+	// Continuous keeps Run going when the frontier is empty, waiting for
+	// URLs from Submit and Accept, until its context ends.
+	Continuous bool
 }
 
 // Scope decides which discovered links are followed.
@@ -117,8 +131,8 @@ type scope struct {
 	prefixes []string
 }
 
-func newScope(kind Scope, seeds []string) scope {
-	s := scope{kind: kind, allowed: map[string]bool{}}
+func newScope(kind Scope, seeds []string) *scope {
+	s := &scope{kind: kind, allowed: map[string]bool{}}
 	for _, u := range seeds {
 		h := urlkey.Host(u)
 		switch kind {
@@ -137,7 +151,7 @@ func newScope(kind Scope, seeds []string) scope {
 }
 
 // contains reports whether u (canonical) is inside the scope.
-func (s scope) contains(u string) bool {
+func (s *scope) contains(u string) bool {
 	switch s.kind {
 	case ScopeAny:
 		return true

@@ -41,7 +41,12 @@ type Crawler struct {
 	fetcher  *fetch.Fetcher
 	robots   *robots.Cache
 	warcDir  string
-	scope    scope
+	scope    atomic.Pointer[scope] // replaced whole when seeds are added
+	seedMu   sync.Mutex            // serializes seed additions
+	seeds    []string              // every seed of this data directory
+	ownDB    bool                  // db was opened by Open, and is closed by Close
+	runMu    sync.RWMutex          // guards running against Submit and Accept
+	running  bool                  // results is open for Submit and Accept
 	stats    counters
 	results  chan result
 	budget   atomic.Int64 // captures still allowed by MaxPages (MaxInt64 when unlimited)
@@ -69,14 +74,20 @@ func Open(cfg Config) (*Crawler, error) {
 	if err := os.MkdirAll(warcDir, 0o755); err != nil {
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
-	db, err := OpenDB(cfg.Data)
-	if err != nil {
-		return nil, err
+	db, ownDB := cfg.DB, false
+	if db == nil {
+		var err error
+		if db, err = OpenDB(cfg.Data); err != nil {
+			return nil, err
+		}
+		ownDB = true
 	}
-	c := &Crawler{cfg: cfg, db: db, warcDir: warcDir, scope: newScope(cfg.Scope, seeds)}
+	c := &Crawler{cfg: cfg, db: db, warcDir: warcDir, ownDB: ownDB}
 	c.commitC = sync.NewCond(&c.commitMu)
 	if err := c.open(seeds); err != nil {
-		db.Close()
+		if ownDB {
+			db.Close()
+		}
 		return nil, err
 	}
 	return c, nil
@@ -91,6 +102,10 @@ func (c *Crawler) open(seeds []string) error {
 	if err != nil {
 		return err
 	}
+	if c.seeds, err = loadSeeds(c.db); err != nil {
+		return err
+	}
+	c.scope.Store(newScope(cfg.Scope, c.seeds))
 	c.stats.restore(st)
 	c.budget.Store(1<<63 - 1)
 	if cfg.MaxPages > 0 {
@@ -126,12 +141,14 @@ func (c *Crawler) open(seeds []string) error {
 	if !cfg.IgnoreRobots {
 		c.robots = robots.New(c.fetchRobots, robots.Options{UserAgent: robotsToken, Store: c.db})
 	}
-	items := make([]frontier.Item, len(seeds))
-	for i, s := range seeds {
-		items[i] = newItem(s, 0, "")
-	}
 	b := c.db.NewIndexedBatch()
 	defer b.Close()
+	items, err := c.addSeeds(b, seeds)
+	if err != nil {
+		return err
+	}
+	// Seeds another node owns wait in the frontier: they are handed over
+	// when leased, once Run knows the network.
 	if _, err := c.front.Add(b, items); err != nil {
 		return fmt.Errorf("crawl: queue seeds: %w", err)
 	}
@@ -139,6 +156,10 @@ func (c *Crawler) open(seeds []string) error {
 		return fmt.Errorf("crawl: queue seeds: %w", err)
 	}
 	c.front.Committed()
+	// Submit, Accept and Update may be called from now on; what they send
+	// waits for Run to commit it.
+	c.results = make(chan result, c.cfg.Workers)
+	c.running = true
 	return nil
 }
 
@@ -173,7 +194,6 @@ func (c *Crawler) WARCDir() string { return c.warcDir }
 // is a clean stop: the next Open on the same data resumes.
 func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 	c.stats.start = time.Now()
-	c.results = make(chan result, c.cfg.Workers)
 	fetchCtx, stopFetching := context.WithCancel(ctx)
 	defer stopFetching()
 
@@ -198,7 +218,11 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 		stopFetching()
 		<-workersDone
 	}
+	// Submit and Accept may be sending: stop them before closing.
+	c.runMu.Lock()
+	c.running = false
 	close(c.results)
+	c.runMu.Unlock()
 	if err == nil {
 		err = <-commitErr
 	}
@@ -227,7 +251,9 @@ func (c *Crawler) Close() error {
 	if c.front != nil {
 		errs = append(errs, c.front.Close())
 	}
-	errs = append(errs, c.db.Close())
+	if c.ownDB {
+		errs = append(errs, c.db.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -254,6 +280,13 @@ func (c *Crawler) work(ctx context.Context) {
 			return
 		}
 		c.pending.Add(1)
+		if owner := c.owner(lease.URL); owner != "" {
+			// The host belongs to another node now: hand the URL over.
+			c.front.Release(lease)
+			c.budget.Add(1)
+			c.results <- result{lease: lease, hasLease: true, outcome: "forward", forward: owner}
+			continue
+		}
 		r := c.process(ctx, lease)
 		c.front.Release(lease)
 		if r.resp == nil {
@@ -281,7 +314,7 @@ func (c *Crawler) waitCommit(ctx context.Context, gen uint64) bool {
 	})
 	defer stop()
 	for c.gen == gen {
-		if c.pending.Load() == 0 || ctx.Err() != nil {
+		if c.pending.Load() == 0 && !c.cfg.Continuous || ctx.Err() != nil {
 			return false
 		}
 		c.commitC.Wait()

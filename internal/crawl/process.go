@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/waggle-archive/waggle/internal/extract"
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/frontier"
@@ -18,13 +20,19 @@ import (
 // result is what a worker hands the committer: a fetched capture to archive
 // with the links to queue, or a lease that ends without a capture.
 type result struct {
-	lease    frontier.Lease
-	hasLease bool // false for robots.txt captures, which have no queue entry
-	resp     *fetch.Response
-	record   *warc.Record      // resp's response record, digests computed by the worker
-	outlinks []extract.Outlink // everything found, for the metadata record
-	queue    []frontier.Item   // the in-scope subset to add to the frontier
-	outcome  string            // why there is no capture: "robots", "error", "forbidden"
+	lease      frontier.Lease
+	hasLease   bool // false for robots.txt captures, which have no queue entry
+	resp       *fetch.Response
+	record     *warc.Record              // resp's response record, digests computed by the worker
+	outlinks   []extract.Outlink         // everything found, for the metadata record
+	queue      []frontier.Item           // the in-scope subset to add to the frontier
+	outcome    string                    // why there is no capture: "robots", "error", "forbidden", "forward"
+	forward    string                    // the node the lease is handed to, for "forward"
+	ack        chan<- error              // for Submit, Accept and AddSeeds: told when committed
+	seeds      []string                  // seeds to record (Submit, Accept, AddSeeds)
+	queueSeeds bool                      // queue seeds too (Submit)
+	keep       bool                      // queue here whoever owns the host (Accept)
+	update     func(*pebble.Batch) error // staged into the commit's batch (Update)
 }
 
 // process fetches one leased URL and extracts its links.
@@ -116,7 +124,8 @@ func (c *Crawler) extract(resp *fetch.Response, warn func(string, ...any)) []ext
 // no links of their own, except that an off-scope stylesheet's images, fonts
 // and imports are still requisites of the page that used it.
 func (c *Crawler) follow(parent frontier.Item, resp *fetch.Response, links []extract.Outlink) []frontier.Item {
-	parentInScope := c.scope.contains(parent.URL)
+	sc := c.scope.Load()
+	parentInScope := sc.contains(parent.URL)
 	isCSS := mediaType(resp.Header, nil) == "text/css"
 	items := make([]frontier.Item, 0, len(links))
 	for _, l := range links {
@@ -125,11 +134,11 @@ func (c *Crawler) follow(parent frontier.Item, resp *fetch.Response, links []ext
 		case extract.Redirect:
 			// A redirect is the same resource under another name: same depth, same role.
 			it.Depth, it.Embed = parent.Depth, parent.Embed
-			if !it.Embed && !c.scope.contains(l.URL) {
+			if !it.Embed && !sc.contains(l.URL) {
 				continue
 			}
 		case extract.Embed:
-			if c.cfg.NoRequisites && !c.scope.contains(l.URL) {
+			if c.cfg.NoRequisites && !sc.contains(l.URL) {
 				continue
 			}
 			if !parentInScope && !isCSS {
@@ -138,7 +147,7 @@ func (c *Crawler) follow(parent frontier.Item, resp *fetch.Response, links []ext
 			// Requisites of a page at the depth limit are still part of that page.
 			it.Depth, it.Embed = parent.Depth, true
 		default:
-			if !parentInScope || !c.scope.contains(l.URL) {
+			if !parentInScope || !sc.contains(l.URL) {
 				continue
 			}
 		}

@@ -354,6 +354,28 @@ func (f *Frontier) Done(b *pebble.Batch, l Lease) error {
 	return nil
 }
 
+// Forward stages the removal of a lease that is handed to another node
+// instead of fetched (its host now belongs to that node): its queue entry,
+// and its mark in the seen set, so that the URL is taken again if it comes
+// back here with its host.
+func (f *Frontier) Forward(b *pebble.Batch, l Lease) error {
+	id := l.Key
+	if id == "" {
+		id = l.URL
+	}
+	sum := sha256.Sum256([]byte(id))
+	if err := b.Delete(append([]byte("f/s/"), sum[:16]...), nil); err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	f.mu.Lock()
+	slot := &f.recent[(binary.LittleEndian.Uint64(sum[:16])|1)&(recentSize-1)]
+	if *slot == binary.LittleEndian.Uint64(sum[:16])|1 {
+		*slot = 0
+	}
+	f.mu.Unlock()
+	return f.Done(b, l)
+}
+
 // Committed tells the frontier that the batch holding its staged Adds and
 // Dones is durable: new URLs become available to Next.
 func (f *Frontier) Committed() {

@@ -385,6 +385,13 @@ func (m *Membership) Members() []Member {
 	return ms
 }
 
+// Self returns this node as the others see it.
+func (m *Membership) Self() Member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.self
+}
+
 // Ring returns the ring of Members(). It is rebuilt only when the set of
 // IDs and capacities changes.
 func (m *Membership) Ring() *ring.Ring {

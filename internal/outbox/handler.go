@@ -17,14 +17,16 @@ import (
 // Handler serves POST /v1/urls, the receiving end of Run, behind a
 // peer.Server. It decompresses and checks a batch whole — at most
 // MaxBodyBytes compressed, MaxDecodedBytes decompressed and MaxBatchURLs
-// URLs, each valid UTF-8 without control characters and at most
-// MaxURLBytes long — and refuses a batch with anything wrong in it (4xx)
-// without calling accept. Otherwise it passes the URLs to accept with the
-// certified ID of the sending node, and acknowledges (204) only once
-// accept has returned nil; an error from accept is answered 503, and the
-// sender keeps the batch and tries again later. accept must hold the URLs
-// durably before it returns and must be safe for concurrent use.
-func Handler(accept func(ctx context.Context, fromPeerID string, urls []string) error) http.Handler {
+// links, each URL valid UTF-8 without control characters and at most
+// MaxURLBytes long, each depth at most MaxDepth — and refuses a batch with
+// anything wrong in it (4xx), or in the format of an older version,
+// without calling accept. Otherwise it passes the links, sorted by URL and
+// one per URL, to accept with the certified ID of the sending node, and
+// acknowledges (204) only once accept has returned nil; an error from
+// accept is answered 503, and the sender keeps the batch and tries again
+// later. accept must hold the links durably before it returns and must be
+// safe for concurrent use.
+func Handler(accept func(ctx context.Context, fromPeerID string, links []Link) error) http.Handler {
 	// A streaming decoder serves one request at a time.
 	decoders := sync.Pool{New: func() any {
 		dec, err := newDecoder()
@@ -67,7 +69,7 @@ func Handler(accept func(ctx context.Context, fromPeerID string, urls []string) 
 			return
 		}
 		dec := decoders.Get().(*zstd.Decoder)
-		urls, err := decodeBatch(dec, body)
+		links, err := decodeBatch(dec, body)
 		dec.Reset(nil)
 		decoders.Put(dec)
 		switch {
@@ -78,8 +80,8 @@ func Handler(accept func(ctx context.Context, fromPeerID string, urls []string) 
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if err := accept(r.Context(), from, urls); err != nil {
-			http.Error(w, "outbox: URLs not taken: "+err.Error(), http.StatusServiceUnavailable)
+		if err := accept(r.Context(), from, links); err != nil {
+			http.Error(w, "outbox: links not taken: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)

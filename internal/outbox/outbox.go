@@ -1,16 +1,20 @@
-// Package outbox carries the URLs a node extracts to the nodes that own
-// them. Each peer has a queue on disk, in the node's pebble database, that
-// the crawler fills atomically with its own commits; a sender drains each
-// queue oldest first, in compressed batches posted over the authenticated
-// peer channel (POST /v1/urls), and deletes a batch only once the peer has
-// acknowledged it. A peer that is down or slow loses nothing: its queue
-// waits, retried with exponential back-off, and Reroute moves it to new
-// owners when membership changes. Delivery is at least once; receivers
-// deduplicate through their frontier's seen set.
+// Package outbox carries the links a node extracts to the nodes that own
+// them. A Link is a URL with its crawl context, its depth and whether it
+// is a page requisite, so that the owner's frontier applies the crawl's
+// depth limit and scope as the sender's would have. Each peer has a queue
+// on disk, in the node's pebble database, that the crawler fills
+// atomically with its own commits; a sender drains each queue oldest
+// first, in compressed batches posted over the authenticated peer channel
+// (POST /v1/urls), and deletes a batch only once the peer has acknowledged
+// it. A peer that is down or slow loses nothing: its queue waits, retried
+// with exponential back-off, and Reroute moves it to new owners when
+// membership changes. Delivery is at least once; receivers deduplicate
+// through their frontier's seen set.
 //
 // Keys, all under "o/":
 //
-//	o/q/<peer ID> 0x00 <seq u64 BE> → URL    queued URL for a peer
+//	o/q/<peer ID> 0x00 <seq u64 BE> → uvarint(depth<<1 | embed) URL
+//	                                   a link queued for a peer
 package outbox
 
 import (
@@ -51,6 +55,14 @@ const (
 	maxBackoff  = 30 * time.Second
 	sendTimeout = time.Minute // per batch, so a stalled peer cannot hold its queue forever
 )
+
+// A Link is a URL sent to the node that owns its host, with what the
+// receiver's frontier needs to treat it as the sender would have.
+type Link struct {
+	URL   string
+	Depth int  // link hops from a seed, 0..MaxDepth (a seed is 0)
+	Embed bool // a page requisite (image, CSS, script, font), fetched even off-scope
+}
 
 // Config configures an Outbox.
 type Config struct {
@@ -157,12 +169,16 @@ func Open(cfg Config) (*Outbox, error) {
 		if !ok {
 			return nil, fmt.Errorf("outbox: malformed key %q", it.Key())
 		}
+		l, err := parseValue(it.Value())
+		if err != nil {
+			return nil, fmt.Errorf("outbox: queued link at key %q: %w", it.Key(), err)
+		}
 		p := o.peer(id)
 		if p.pending == 0 {
 			p.cursor, p.since = seq, now
 		}
 		p.pending++
-		p.recent.add(maphash.Bytes(o.seed, it.Value()))
+		p.recent.add(maphash.String(o.seed, l.URL))
 		o.seq = max(o.seq, seq)
 	}
 	if err := it.Error(); err != nil {
@@ -188,33 +204,52 @@ func checkPeerID(id string) error {
 	return nil
 }
 
-// Add stages urls for peerID into b, which the caller commits and then
-// reports with Committed. URLs queued for that peer recently (or earlier
-// in urls) are dropped, as are URLs no peer would accept (see Handler).
-func (o *Outbox) Add(b *pebble.Batch, peerID string, urls []string) error {
+// Add stages links for peerID into b, which the caller commits and then
+// reports with Committed. A link whose URL was queued for that peer
+// recently (or earlier in links) is dropped, whatever its depth, as is a
+// link no peer would accept (see Handler).
+func (o *Outbox) Add(b *pebble.Batch, peerID string, links []Link) error {
 	if err := checkPeerID(peerID); err != nil {
 		return err
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.add(b, o.peer(peerID), urls)
+	return o.add(b, o.peer(peerID), links)
+}
+
+// Forward is Add for links that must reach peerID even if they were
+// queued for it recently: URLs a node held and hands over because their
+// host now belongs to peerID. Without it, a URL that travelled to a node
+// and back while two nodes' views of the network differed would be dropped
+// as a repeat, and never fetched.
+func (o *Outbox) Forward(b *pebble.Batch, peerID string, links []Link) error {
+	if err := checkPeerID(peerID); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.peer(peerID)
+	for _, l := range links {
+		p.recent.remove(maphash.String(o.seed, l.URL))
+	}
+	return o.add(b, p, links)
 }
 
 // add is Add with o.mu held.
-func (o *Outbox) add(b *pebble.Batch, p *peerState, urls []string) error {
-	for _, u := range urls {
-		if why := validURL(u); why != "" {
+func (o *Outbox) add(b *pebble.Batch, p *peerState, links []Link) error {
+	for _, l := range links {
+		if why := validLink(l); why != "" {
 			o.invalid.Add(1)
-			o.log.Debug("outbox: dropping URL", "peer", p.id, "url", truncate(u), "reason", why)
+			o.log.Debug("outbox: dropping link", "peer", p.id, "url", truncate(l.URL), "depth", l.Depth, "reason", why)
 			continue
 		}
-		h := maphash.String(o.seed, u)
+		h := maphash.String(o.seed, l.URL)
 		if p.recent.has(h) {
 			o.repeats.Add(1)
 			continue
 		}
 		o.seq++
-		if err := b.Set(queueKey(p.id, o.seq), []byte(u), nil); err != nil {
+		if err := b.Set(queueKey(p.id, o.seq), appendValue(nil, l), nil); err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
 		p.recent.add(h)
@@ -256,19 +291,20 @@ func (o *Outbox) Committed() {
 }
 
 // Reroute stages into b, which must be indexed, the move of every queued
-// URL whose owner, as owner now answers, is not the peer it is queued for.
-// Call it when membership changes: a peer gone for good has no URL left
-// once owner no longer names it. owner may answer "" to leave a URL where
-// it is. The caller commits b and then calls Committed. A batch being sent
+// link whose URL's owner, as owner now answers, is not the peer it is
+// queued for; a link moves whole, with its depth and embed flag. Call it
+// when membership changes: a peer gone for good has no link left once
+// owner no longer names it. owner may answer "" to leave a link where it
+// is. The caller commits b and then calls Committed. A batch being sent
 // while Reroute moves it may reach both peers.
 func (o *Outbox) Reroute(b *pebble.Batch, owner func(url string) (peerID string)) error {
 	if !b.Indexed() {
 		return errors.New("outbox: Reroute needs an indexed batch")
 	}
 	type move struct {
-		key []byte
-		url string
-		to  string
+		key  []byte
+		link Link
+		to   string
 	}
 	var moves []move
 	it, err := b.NewIter(&pebble.IterOptions{LowerBound: []byte(queuePrefix), UpperBound: prefixEnd(queuePrefix)})
@@ -281,8 +317,12 @@ func (o *Outbox) Reroute(b *pebble.Batch, owner func(url string) (peerID string)
 			it.Close()
 			return fmt.Errorf("outbox: malformed key %q", it.Key())
 		}
-		u := string(it.Value())
-		to := owner(u)
+		l, err := parseValue(it.Value())
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("outbox: queued link at key %q: %w", it.Key(), err)
+		}
+		to := owner(l.URL)
 		if to == "" || to == id {
 			continue
 		}
@@ -290,7 +330,7 @@ func (o *Outbox) Reroute(b *pebble.Batch, owner func(url string) (peerID string)
 			it.Close()
 			return err
 		}
-		moves = append(moves, move{bytes.Clone(it.Key()), u, to})
+		moves = append(moves, move{bytes.Clone(it.Key()), l, to})
 	}
 	err = it.Error()
 	if cerr := it.Close(); err == nil {
@@ -310,13 +350,13 @@ func (o *Outbox) Reroute(b *pebble.Batch, owner func(url string) (peerID string)
 		to := o.peer(m.to)
 		// A URL moved from a gone peer is new to its owner: the recent
 		// cache must not drop it.
-		to.recent.remove(maphash.String(o.seed, m.url))
-		if err := o.add(b, to, []string{m.url}); err != nil {
+		to.recent.remove(maphash.String(o.seed, m.link.URL))
+		if err := o.add(b, to, []Link{m.link}); err != nil {
 			return err
 		}
 	}
 	if len(moves) > 0 {
-		o.log.Info("outbox: rerouted queued URLs", "urls", len(moves))
+		o.log.Info("outbox: rerouted queued links", "links", len(moves))
 	}
 	return nil
 }
@@ -463,7 +503,7 @@ func (o *Outbox) sendBatch(ctx context.Context, p *peerState, pending int) error
 	o.mu.Lock()
 	cursor := p.cursor
 	o.mu.Unlock()
-	keys, urls, err := o.read(p.id, cursor)
+	keys, links, err := o.read(p.id, cursor)
 	if err != nil {
 		return err
 	}
@@ -480,10 +520,10 @@ func (o *Outbox) sendBatch(ctx context.Context, p *peerState, pending int) error
 		return errors.New("outbox: peer is not live")
 	}
 	text := 0
-	for _, u := range urls {
-		text += len(u)
+	for _, l := range links {
+		text += len(l.URL)
 	}
-	payload, sent := encodePayload(nil, urls)
+	payload, sent := encodePayload(nil, links)
 	body := o.enc.EncodeAll(payload, nil)
 	if err := o.post(ctx, addr, p.id, body); err != nil {
 		return err
@@ -512,7 +552,7 @@ func (o *Outbox) sendBatch(ctx context.Context, p *peerState, pending int) error
 }
 
 // read returns the oldest batch of peer id's queue from cursor on.
-func (o *Outbox) read(id string, cursor uint64) (keys [][]byte, urls []string, err error) {
+func (o *Outbox) read(id string, cursor uint64) (keys [][]byte, links []Link, err error) {
 	prefix := queuePrefix + id + "\x00"
 	it, err := o.cfg.DB.NewIter(&pebble.IterOptions{LowerBound: queueKey(id, cursor), UpperBound: prefixEnd(prefix)})
 	if err != nil {
@@ -520,13 +560,17 @@ func (o *Outbox) read(id string, cursor uint64) (keys [][]byte, urls []string, e
 	}
 	defer it.Close()
 	for it.First(); it.Valid() && len(keys) < o.cfg.BatchSize; it.Next() {
+		l, err := parseValue(it.Value())
+		if err != nil {
+			return nil, nil, fmt.Errorf("outbox: queued link at key %q: %w", it.Key(), err)
+		}
 		keys = append(keys, bytes.Clone(it.Key()))
-		urls = append(urls, string(it.Value()))
+		links = append(links, l)
 	}
 	if err := it.Error(); err != nil {
 		return nil, nil, fmt.Errorf("outbox: %w", err)
 	}
-	return keys, urls, nil
+	return keys, links, nil
 }
 
 // post sends one batch body and waits for its acknowledgement.
@@ -557,6 +601,29 @@ func queueKey(id string, seq uint64) []byte {
 	k = append(k, id...)
 	k = append(k, 0)
 	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// appendValue appends the queue value of l, which must be valid.
+func appendValue(dst []byte, l Link) []byte {
+	dst = binary.AppendUvarint(dst, tag(l))
+	return append(dst, l.URL...)
+}
+
+// parseValue parses a queue value, checking it as a receiver would.
+func parseValue(v []byte) (Link, error) {
+	t, n := binary.Uvarint(v)
+	if n <= 0 {
+		return Link{}, errors.New("malformed depth")
+	}
+	l := Link{URL: string(v[n:])}
+	var err error
+	if l.Depth, l.Embed, err = untag(t); err != nil {
+		return Link{}, err
+	}
+	if why := validURL(l.URL); why != "" {
+		return Link{}, errors.New(why)
+	}
+	return l, nil
 }
 
 func parseKey(k []byte) (id string, seq uint64, ok bool) {

@@ -3,6 +3,7 @@ package outbox
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -53,7 +54,8 @@ func newNet(t testing.TB) net2 {
 // receiver records what its accept was given.
 type receiver struct {
 	mu    sync.Mutex
-	got   map[string]int // URL → times accepted
+	got   map[string]int  // URL → times accepted
+	links map[string]Link // URL → the link last accepted
 	from  map[string]bool
 	fails int // accept fails this many more times
 	calls int
@@ -61,10 +63,10 @@ type receiver struct {
 }
 
 func newReceiver() *receiver {
-	return &receiver{got: map[string]int{}, from: map[string]bool{}, ch: make(chan struct{}, 1)}
+	return &receiver{got: map[string]int{}, links: map[string]Link{}, from: map[string]bool{}, ch: make(chan struct{}, 1)}
 }
 
-func (r *receiver) accept(_ context.Context, from string, urls []string) error {
+func (r *receiver) accept(_ context.Context, from string, links []Link) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
@@ -73,8 +75,9 @@ func (r *receiver) accept(_ context.Context, from string, urls []string) error {
 		return errors.New("frontier is busy")
 	}
 	r.from[from] = true
-	for _, u := range urls {
-		r.got[u]++
+	for _, l := range links {
+		r.got[l.URL]++
+		r.links[l.URL] = l
 	}
 	select {
 	case r.ch <- struct{}{}:
@@ -103,17 +106,22 @@ func (r *receiver) waitFor(t *testing.T, n int) {
 	}
 }
 
-// check asserts that the receiver got exactly want, each once, from id.
-func (r *receiver) check(t *testing.T, want []string, from string) {
+// check asserts that the receiver got exactly want, each once, with its
+// depth and embed flag, from id.
+func (r *receiver) check(t *testing.T, want []Link, from string) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.got) != len(want) {
 		t.Errorf("receiver got %d distinct URLs, want %d", len(r.got), len(want))
 	}
-	for _, u := range want {
-		if r.got[u] != 1 {
-			t.Errorf("URL %q accepted %d times, want once", u, r.got[u])
+	for _, w := range want {
+		if r.got[w.URL] != 1 {
+			t.Errorf("URL %q accepted %d times, want once", w.URL, r.got[w.URL])
+			break
+		}
+		if got := r.links[w.URL]; got != w {
+			t.Errorf("accepted %+v, want %+v", got, w)
 			break
 		}
 	}
@@ -246,10 +254,10 @@ func (s *sender) close(t *testing.T) {
 	s.db = nil
 }
 
-// add queues urls for id in commits of 100, as the crawler would.
-func (s *sender) add(t *testing.T, id string, urls []string) {
+// add queues links for id in commits of 100, as the crawler would.
+func (s *sender) add(t *testing.T, id string, links []Link) {
 	t.Helper()
-	for chunk := range slices.Chunk(urls, 100) {
+	for chunk := range slices.Chunk(links, 100) {
 		b := s.db.NewIndexedBatch()
 		if err := s.o.Add(b, id, chunk); err != nil {
 			t.Fatal(err)
@@ -267,13 +275,39 @@ func pages(n int) []string {
 	return p[:min(n, len(p))]
 }
 
+// links returns n websim URLs as links of every kind: depths from 0 (a
+// seed) to MaxDepth, embeds or not.
+func links(n int) []Link {
+	var ls []Link
+	for i, u := range pages(n) {
+		d := i % 7
+		switch i % 97 {
+		case 1:
+			d = MaxDepth
+		case 2:
+			d = 300 // a tag of more than one byte
+		}
+		ls = append(ls, Link{URL: u, Depth: d, Embed: i%3 == 0})
+	}
+	return ls
+}
+
+// other returns ls with every depth and embed flag changed.
+func other(ls []Link) []Link {
+	out := make([]Link, len(ls))
+	for i, l := range ls {
+		out[i] = Link{URL: l.URL, Depth: (l.Depth + 1) % MaxDepth, Embed: !l.Embed}
+	}
+	return out
+}
+
 func TestDelivery(t *testing.T) {
 	n := newNet(t)
 	rcv := newReceiver()
 	addr, _ := serve(t, n.b, Handler(rcv.accept))
 	res := &resolver{addrs: map[string]string{n.b.ID(): addr}}
 	s := newSender(t, n.a, t.TempDir(), res, Config{BatchSize: 300})
-	urls := pages(3000)
+	urls := links(3000)
 	s.run(t)
 	s.add(t, n.b.ID(), urls)
 	rcv.waitFor(t, len(urls))
@@ -285,8 +319,8 @@ func TestDelivery(t *testing.T) {
 	}
 	st := s.o.Stats()
 	text := 0
-	for _, u := range urls {
-		text += len(u)
+	for _, l := range urls {
+		text += len(l.URL)
 	}
 	if st.URLs != int64(len(urls)) || st.Text != int64(text) || st.Batches < int64(len(urls)/300) || st.Wire <= 0 {
 		t.Errorf("Stats = %+v, want %d URLs of %d bytes in at least %d batches", st, len(urls), text, len(urls)/300)
@@ -301,7 +335,7 @@ func TestPeerDown(t *testing.T) {
 	res := &resolver{addrs: map[string]string{}}
 	s := newSender(t, n.a, t.TempDir(), res, Config{})
 	s.run(t)
-	urls := pages(1000)
+	urls := links(1000)
 	s.add(t, n.b.ID(), urls[:500]) // not live
 	// A live member whose port refuses connections.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -334,7 +368,7 @@ func TestAcceptFailsForAWhile(t *testing.T) {
 	res := &resolver{addrs: map[string]string{n.b.ID(): addr}}
 	s := newSender(t, n.a, t.TempDir(), res, Config{})
 	s.run(t)
-	urls := pages(800)
+	urls := links(800)
 	s.add(t, n.b.ID(), urls)
 	rcv.waitFor(t, len(urls))
 	s.drained(t, n.b.ID())
@@ -350,11 +384,11 @@ func TestCrashSafety(t *testing.T) {
 	dir := t.TempDir()
 	res := &resolver{addrs: map[string]string{}}
 	s := newSender(t, n.a, dir, res, Config{})
-	urls := pages(1500)
+	urls := links(1500)
 	s.add(t, n.b.ID(), urls)
 	// A batch staged but never committed is not queued.
 	b := s.db.NewIndexedBatch()
-	if err := s.o.Add(b, n.b.ID(), []string{"http://uncommitted.example/"}); err != nil {
+	if err := s.o.Add(b, n.b.ID(), []Link{{URL: "http://uncommitted.example/"}}); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
@@ -364,8 +398,10 @@ func TestCrashSafety(t *testing.T) {
 	if got := s.o.Pending(); got[n.b.ID()] != len(urls) || len(got) != 1 {
 		t.Fatalf("Pending after reopening = %v, want %d for %s", got, len(urls), n.b.ID())
 	}
-	// What is still queued is still recent: adding it again queues nothing.
-	s.add(t, n.b.ID(), urls[:10])
+	// What is still queued is still recent: adding it again queues
+	// nothing, whatever the depth, and the receiver gets the depth and
+	// embed flag stored before the reopening.
+	s.add(t, n.b.ID(), other(urls[:10]))
 	if st := s.o.Stats(); st.Repeats != 10 {
 		t.Errorf("Repeats after re-adding queued URLs = %d, want 10", st.Repeats)
 	}
@@ -385,8 +421,8 @@ func TestRecent(t *testing.T) {
 	addr, _ := serve(t, n.b, Handler(rcv.accept))
 	res := &resolver{addrs: map[string]string{n.b.ID(): addr}}
 	s := newSender(t, n.a, t.TempDir(), res, Config{})
-	urls := pages(400)
-	twice := append(slices.Clone(urls), urls[:50]...)
+	urls := links(400)
+	twice := append(slices.Clone(urls), other(urls[:50])...)
 	s.add(t, n.b.ID(), twice)
 	if got := s.o.Pending()[n.b.ID()]; got != len(urls) {
 		t.Errorf("Pending = %d, want %d", got, len(urls))
@@ -394,8 +430,8 @@ func TestRecent(t *testing.T) {
 	s.run(t)
 	rcv.waitFor(t, len(urls))
 	s.drained(t, n.b.ID())
-	// Sent a moment ago: dropped before being queued.
-	s.add(t, n.b.ID(), urls[100:200])
+	// Sent a moment ago: dropped before being queued, even at another depth.
+	s.add(t, n.b.ID(), other(urls[100:200]))
 	// The same URLs for another peer are not repeats.
 	s.add(t, "other-peer", urls[100:200])
 	st := s.o.Stats()
@@ -405,10 +441,20 @@ func TestRecent(t *testing.T) {
 	if p := s.o.Pending(); p[n.b.ID()] != 0 || p["other-peer"] != 100 {
 		t.Errorf("Pending = %v, want 100 for other-peer only", p)
 	}
-	// Unsendable URLs are dropped, not queued.
-	s.add(t, n.b.ID(), []string{"", "http://x.example/\n", "http://x.example/" + strings.Repeat("a", MaxURLBytes), "http://x.example/\xff"})
-	if st := s.o.Stats(); st.Invalid != 4 {
-		t.Errorf("Invalid = %d, want 4", st.Invalid)
+	// Unsendable links are dropped, not queued.
+	s.add(t, n.b.ID(), []Link{
+		{URL: ""},
+		{URL: "http://x.example/\n"},
+		{URL: "http://x.example/" + strings.Repeat("a", MaxURLBytes)},
+		{URL: "http://x.example/\xff"},
+		{URL: "http://x.example/negative", Depth: -1},
+		{URL: "http://x.example/deep", Depth: MaxDepth + 1},
+	})
+	if st := s.o.Stats(); st.Invalid != 6 {
+		t.Errorf("Invalid = %d, want 6", st.Invalid)
+	}
+	if p := s.o.Pending(); p[n.b.ID()] != 0 {
+		t.Errorf("Pending after unsendable links = %v, want none for %s", p, n.b.ID())
 	}
 	s.close(t)
 	rcv.check(t, urls, n.a.ID())
@@ -439,7 +485,7 @@ func TestReroute(t *testing.T) {
 	const gone = "gone-for-good"
 	res := &resolver{addrs: map[string]string{n.b.ID(): addr}}
 	s := newSender(t, n.a, t.TempDir(), res, Config{})
-	urls := pages(1200)
+	urls := links(1200)
 	s.add(t, gone, urls[:1000])
 	s.add(t, n.b.ID(), urls[1000:])
 	s.run(t)
@@ -449,7 +495,7 @@ func TestReroute(t *testing.T) {
 	}
 	b := s.db.NewIndexedBatch()
 	err := s.o.Reroute(b, func(u string) string {
-		if u == urls[0] {
+		if u == urls[0].URL {
 			return "" // left where it is
 		}
 		return n.b.ID()
@@ -473,6 +519,39 @@ func TestReroute(t *testing.T) {
 	}
 }
 
+// TestRerouteReopen moves links from a gone peer, then reopens the
+// database before sending them: their depth and embed flag survive both.
+func TestRerouteReopen(t *testing.T) {
+	n := newNet(t)
+	dir := t.TempDir()
+	res := &resolver{addrs: map[string]string{}}
+	s := newSender(t, n.a, dir, res, Config{})
+	urls := links(600)
+	s.add(t, "gone-for-good", urls)
+	b := s.db.NewIndexedBatch()
+	if err := s.o.Reroute(b, func(string) string { return n.b.ID() }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	s.o.Committed()
+	s.close(t)
+
+	s = newSender(t, n.a, dir, res, Config{})
+	if p := s.o.Pending(); p[n.b.ID()] != len(urls) || len(p) != 1 {
+		t.Fatalf("Pending after Reroute and reopening = %v, want %d for %s", p, len(urls), n.b.ID())
+	}
+	rcv := newReceiver()
+	addr, _ := serve(t, n.b, Handler(rcv.accept))
+	res.set(n.b.ID(), addr)
+	s.run(t)
+	rcv.waitFor(t, len(urls))
+	s.drained(t, n.b.ID())
+	s.close(t)
+	rcv.check(t, urls, n.a.ID())
+}
+
 func pebbleBatchNotIndexed(t *testing.T) *pebble.Batch {
 	db := openDB(t, t.TempDir())
 	t.Cleanup(func() { db.Close() })
@@ -489,22 +568,27 @@ func TestHandlerRejects(t *testing.T) {
 	enc, _ := zstd.NewWriter(nil)
 	z := func(p []byte) []byte { return enc.EncodeAll(p, nil) }
 	valid := func(urls ...string) []byte {
-		p, _ := encodePayload(nil, urls)
+		ls := make([]Link, len(urls))
+		for i, u := range urls {
+			ls[i] = Link{URL: u, Depth: 2}
+		}
+		p, _ := encodePayload(nil, ls)
 		return p
 	}
-	// A front-coded batch of one URL with a raw, unchecked body.
-	raw := func(u string) []byte {
+	// A batch of one link with a raw, unchecked URL and tag.
+	rawTag := func(u string, tag ...byte) []byte {
 		p := append(slices.Clone(magic), 1, 0, byte(len(u)))
-		return append(p, u...)
+		return append(append(p, u...), tag...)
 	}
+	raw := func(u string) []byte { return rawTag(u, 0) }
 	var many bytes.Buffer
 	many.Write(magic)
 	many.Write([]byte{0xa1, 0x8d, 0x06}) // 100,001
 	for i := range MaxBatchURLs + 1 {
-		fmt.Fprintf(&many, "\x00\x05%05d", i)
+		fmt.Fprintf(&many, "\x00\x05%05d\x00", i)
 	}
 	long := valid("http://x.example/" + strings.Repeat("a", MaxURLBytes-17))
-	long[len(long)-1] = 'b'
+	long[len(long)-2] = 'b' // the last byte is the tag
 	zeros := z(append(valid("http://x.example/"), make([]byte, 100<<20)...))
 	// 80 MB of URLs, front-coded into 200 kB, compressed into less.
 	var big []string
@@ -512,6 +596,7 @@ func TestHandlerRejects(t *testing.T) {
 		big = append(big, fmt.Sprintf("http://x.example/%s%06d", strings.Repeat("a", 3980), i))
 	}
 	bomb := z(valid(big...))
+	tooDeep := binary.AppendUvarint(nil, (MaxDepth+1)<<1)
 	tests := []struct {
 		name, method, ctype, cenc string
 		body                      []byte
@@ -522,10 +607,14 @@ func TestHandlerRejects(t *testing.T) {
 		{"encoding", "POST", ContentType, "gzip", z(valid("http://x.example/")), 415},
 		{"not zstd", "POST", ContentType, "zstd", []byte("http://x.example/\n"), 400},
 		{"not a batch", "POST", ContentType, "zstd", z([]byte("http://x.example/\n")), 400},
-		{"version", "POST", ContentType, "zstd", z([]byte("WGU\x02\x00")), 400},
+		{"version 1", "POST", ContentType, "zstd", z([]byte("WGU\x01\x01\x00\x11http://x.example/")), 400},
+		{"version 3", "POST", ContentType, "zstd", z([]byte("WGU\x03\x00")), 400},
 		{"control char", "POST", ContentType, "zstd", z(raw("http://x\x07/")), 400},
 		{"newline", "POST", ContentType, "zstd", z(raw("http://x/\n")), 400},
 		{"bad utf-8", "POST", ContentType, "zstd", z(raw("http://x/\xff")), 400},
+		{"no tag", "POST", ContentType, "zstd", z(rawTag("http://x/")), 400},
+		{"too deep", "POST", ContentType, "zstd", z(rawTag("http://x/", tooDeep...)), 400},
+		{"tag overflow", "POST", ContentType, "zstd", z(rawTag("http://x/", 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)), 400},
 		{"truncated", "POST", ContentType, "zstd", z(valid("http://a.example/", "http://b.example/")[:20]), 400},
 		{"trailing", "POST", ContentType, "zstd", z(append(valid("http://x.example/"), 0)), 400},
 		{"too long", "POST", ContentType, "zstd", z(valid("http://x.example/" + strings.Repeat("a", MaxURLBytes))), 400},
@@ -556,6 +645,44 @@ func TestHandlerRejects(t *testing.T) {
 	if rcv.calls != 0 {
 		t.Errorf("accept called %d times for bad batches", rcv.calls)
 	}
+	// The one-byte difference of "long" is what makes it valid.
+	if _, err := decodeBatch(mustDecoder(t), z(long)); err != nil {
+		t.Errorf("URL of %d bytes refused: %v", MaxURLBytes, err)
+	}
+}
+
+func mustDecoder(t testing.TB) *zstd.Decoder {
+	t.Helper()
+	dec, err := newDecoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dec
+}
+
+// TestDecodeErrors checks that the errors a sender sees say what is wrong.
+func TestDecodeErrors(t *testing.T) {
+	dec := mustDecoder(t)
+	enc, _ := zstd.NewWriter(nil)
+	tests := []struct {
+		payload, want string
+	}{
+		{"WGU\x01\x01\x00\x11http://x.example/", "outbox: URL batch version 1 is not supported (want 2"},
+		{"WGU\x02\x01\x00\x09http://x/\x82\x80\x80\x01", "outbox: URL batch: URL 0: depth 1048577 is over 1048576"},
+		{"WGU\x02\x01\x00\x09http://x/", "outbox: URL batch: URL 0: bad depth: "},
+		{"WGU\x02\x02\x00\x09http://x/\x00\x09\x00\x00", "outbox: URL batch: URL 1 repeats the previous one or is empty"},
+	}
+	for _, tt := range tests {
+		_, err := decodeBatch(dec, enc.EncodeAll([]byte(tt.payload), nil))
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("decoding %q: error %v, want %q", tt.payload, err, tt.want)
+		}
+	}
+	// The greatest depth passes.
+	ls, err := decodeBatch(dec, enc.EncodeAll([]byte("WGU\x02\x01\x00\x09http://x/\x81\x80\x80\x01"), nil))
+	if want := (Link{URL: "http://x/", Depth: MaxDepth, Embed: true}); err != nil || len(ls) != 1 || ls[0] != want {
+		t.Errorf("decoding a link at MaxDepth: %v, %v; want [%+v]", ls, err, want)
+	}
 }
 
 func TestHandlerNeedsPeer(t *testing.T) {
@@ -579,60 +706,174 @@ func (r *recorder) Write(p []byte) (int, error) { return len(p), nil }
 func (r *recorder) WriteHeader(code int)        { r.code = code }
 
 func TestWireRoundTrip(t *testing.T) {
-	dec, err := newDecoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dec := mustDecoder(t)
 	enc, _ := zstd.NewWriter(nil)
-	urls := pages(2000)
-	urls = append(urls, urls[:10]...)
-	want := slices.Sorted(slices.Values(slices.Compact(slices.Sorted(slices.Values(urls)))))
-	p, _ := encodePayload(nil, slices.Clone(urls))
+	ls := links(2000)
+	want := slices.SortedFunc(slices.Values(ls), func(a, b Link) int { return strings.Compare(a.URL, b.URL) })
+	// Copies of a URL travel once, as the shallowest, an embed if any is.
+	ls = append(ls, other(ls[:10])...)
+	for i := range 10 {
+		l := &want[slices.IndexFunc(want, func(w Link) bool { return w.URL == ls[i].URL })]
+		l.Depth = min(l.Depth, ls[2000+i].Depth)
+		l.Embed = true
+	}
+	p, sent := encodePayload(nil, slices.Clone(ls))
+	if !slices.Equal(sent, want) {
+		t.Errorf("encodePayload kept %d links, want %d, or not the same", len(sent), len(want))
+	}
 	got, err := decodeBatch(dec, enc.EncodeAll(p, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("round trip gave %d URLs, want %d", len(got), len(want))
+		t.Errorf("round trip gave %d links, want %d, or not the same", len(got), len(want))
 	}
 }
 
-// BenchmarkWire reports bytes on the wire per URL for batches of websim
-// URLs split among peers by host, against the URLs' average length.
+func TestMergeCopies(t *testing.T) {
+	in := []Link{
+		{URL: "http://b.example/", Depth: 2},
+		{URL: "http://a.example/x", Depth: 3},
+		{URL: "http://a.example/x", Depth: 1},
+		{URL: "http://a.example/x", Depth: 5, Embed: true},
+		{URL: "http://c.example/", Depth: 0, Embed: true},
+		{URL: "http://c.example/", Depth: 0, Embed: true},
+	}
+	want := []Link{
+		{URL: "http://a.example/x", Depth: 1, Embed: true},
+		{URL: "http://b.example/", Depth: 2},
+		{URL: "http://c.example/", Depth: 0, Embed: true},
+	}
+	p, sent := encodePayload(nil, in)
+	if !slices.Equal(sent, want) {
+		t.Errorf("encodePayload kept %+v, want %+v", sent, want)
+	}
+	enc, _ := zstd.NewWriter(nil)
+	got, err := decodeBatch(mustDecoder(t), enc.EncodeAll(p, nil))
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("decoded %+v, %v; want %+v", got, err, want)
+	}
+}
+
+func TestValue(t *testing.T) {
+	for _, l := range []Link{
+		{URL: "http://x.example/"},
+		{URL: "http://x.example/", Embed: true},
+		{URL: "http://x.example/a", Depth: 63},
+		{URL: "http://x.example/a", Depth: 64, Embed: true},
+		{URL: "http://x.example/" + strings.Repeat("a", MaxURLBytes-17), Depth: MaxDepth, Embed: true},
+	} {
+		got, err := parseValue(appendValue(nil, l))
+		if err != nil || got != l {
+			t.Errorf("value of %+v parses as %+v, %v", l, got, err)
+		}
+	}
+}
+
+// TestOpenMalformed stores bad queue values behind the outbox's back:
+// Open, Reroute and the sender refuse them with an error that names the
+// key, and do not panic.
+func TestOpenMalformed(t *testing.T) {
+	cred := newNet(t).a
+	for _, tt := range []struct{ name, value, want string }{
+		{"empty", "", "malformed depth"},
+		{"truncated tag", "\x80", "malformed depth"},
+		{"tag overflow", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01http://x/", "malformed depth"},
+		{"too deep", "\x82\x80\x80\x01http://x/", "depth 1048577 is over 1048576"},
+		{"no URL", "\x00", "empty URL"},
+		{"control char", "\x00http://x/\n", "control character"},
+		{"bad utf-8", "\x00http://x/\xff", "not valid UTF-8"},
+	} {
+		dir := t.TempDir()
+		db := openDB(t, dir)
+		if err := db.Set(queueKey("p", 7), []byte(tt.value), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		client := peer.NewClient(cred)
+		res := (&resolver{addrs: map[string]string{}}).resolve
+		_, err := Open(Config{DB: db, Client: client, Resolve: res})
+		if err == nil || !strings.Contains(err.Error(), `outbox: queued link at key "o/q/p\x00`) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Open: %v, want an error naming the key and %q", tt.name, err, tt.want)
+		}
+		// Written after Open.
+		if err := db.Delete(queueKey("p", 7), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		o, err := Open(Config{DB: db, Client: client, Resolve: res})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Set(queueKey("p", 7), []byte(tt.value), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		b := db.NewIndexedBatch()
+		if err := o.Reroute(b, func(string) string { return "q" }); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Reroute: %v, want %q", tt.name, err, tt.want)
+		}
+		b.Close()
+		if _, _, err := o.read("p", 0); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: reading the queue: %v, want %q", tt.name, err, tt.want)
+		}
+		client.Close()
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWire reports bytes on the wire per link for batches of websim
+// URLs split among peers by host, against the URLs' average length. With
+// ctx=path a link's depth is its URL's number of path segments, as a
+// breadth-first crawl of a site's hierarchy would give, and it is not an
+// embed; with ctx=random, the worst case, depths are uniform in 0..15 and
+// a quarter are embeds.
 func BenchmarkWire(b *testing.B) {
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
 	urls := pages(1 << 30)
-	for _, peers := range []int{3, 10} {
-		b.Run(fmt.Sprintf("peers=%d", peers), func(b *testing.B) {
-			var wire, text, n int
-			for b.Loop() {
-				wire, text, n = 0, 0, 0
-				queues := make([][]string, peers)
-				flush := func(i int) {
-					for _, u := range queues[i] {
-						text += len(u)
+	rng := rand.New(rand.NewSource(2))
+	contexts := map[string][]Link{}
+	for _, u := range urls {
+		path := strings.Trim(strings.SplitN(strings.TrimPrefix(u, "http://"), "/", 2)[1], "/")
+		depth := 0
+		if path != "" {
+			depth = strings.Count(path, "/") + 1
+		}
+		contexts["path"] = append(contexts["path"], Link{URL: u, Depth: depth})
+		contexts["random"] = append(contexts["random"], Link{URL: u, Depth: rng.Intn(16), Embed: rng.Intn(4) == 0})
+	}
+	for _, ctx := range []string{"path", "random"} {
+		for _, peers := range []int{3, 10} {
+			b.Run(fmt.Sprintf("ctx=%s/peers=%d", ctx, peers), func(b *testing.B) {
+				var wire, text, n int
+				for b.Loop() {
+					wire, text, n = 0, 0, 0
+					queues := make([][]Link, peers)
+					flush := func(i int) {
+						for _, l := range queues[i] {
+							text += len(l.URL)
+						}
+						n += len(queues[i])
+						p, _ := encodePayload(nil, queues[i])
+						wire += len(enc.EncodeAll(p, nil))
+						queues[i] = nil
 					}
-					n += len(queues[i])
-					p, _ := encodePayload(nil, queues[i])
-					wire += len(enc.EncodeAll(p, nil))
-					queues[i] = nil
-				}
-				for _, u := range urls {
-					host, _, _ := strings.Cut(strings.TrimPrefix(u, "http://"), "/")
-					i := int(fnv32(host) % uint32(peers))
-					if queues[i] = append(queues[i], u); len(queues[i]) == DefaultBatchSize {
-						flush(i)
+					for _, l := range contexts[ctx] {
+						host, _, _ := strings.Cut(strings.TrimPrefix(l.URL, "http://"), "/")
+						i := int(fnv32(host) % uint32(peers))
+						if queues[i] = append(queues[i], l); len(queues[i]) == DefaultBatchSize {
+							flush(i)
+						}
+					}
+					for i := range queues {
+						if len(queues[i]) > 0 {
+							flush(i)
+						}
 					}
 				}
-				for i := range queues {
-					if len(queues[i]) > 0 {
-						flush(i)
-					}
-				}
-			}
-			b.ReportMetric(float64(wire)/float64(n), "wireB/URL")
-			b.ReportMetric(float64(text)/float64(n), "urlB/URL")
-		})
+				b.ReportMetric(float64(wire)/float64(n), "wireB/URL")
+				b.ReportMetric(float64(text)/float64(n), "urlB/URL")
+			})
+		}
 	}
 }
 
@@ -646,10 +887,10 @@ func fnv32(s string) uint32 {
 
 func FuzzDecodeBatch(f *testing.F) {
 	enc, _ := zstd.NewWriter(nil)
-	seeds := [][]string{
-		{"http://a.example/"},
-		{"http://a.example/", "http://a.example/b", "https://b.example/?q=1"},
-		pages(50),
+	seeds := [][]Link{
+		{{URL: "http://a.example/"}},
+		{{URL: "http://a.example/", Depth: 3}, {URL: "http://a.example/b", Embed: true}, {URL: "https://b.example/?q=1", Depth: MaxDepth, Embed: true}},
+		links(50),
 	}
 	for _, s := range seeds {
 		p, _ := encodePayload(nil, s)
@@ -657,32 +898,63 @@ func FuzzDecodeBatch(f *testing.F) {
 		f.Add(p) // not compressed: must be refused
 	}
 	f.Add([]byte{})
-	f.Add(enc.EncodeAll([]byte("WGU\x01\x02\x00\x01a\x00\x01a"), nil))
+	f.Add(enc.EncodeAll([]byte("WGU\x02\x02\x00\x01a\x00\x00\x01a\x01"), nil))         // a repeat
+	f.Add(enc.EncodeAll([]byte("WGU\x02\x01\x00\x01a\x82\x80\x80\x01"), nil))          // too deep
+	f.Add(enc.EncodeAll([]byte("WGU\x01\x02\x00\x01a\x01\x01b"), nil))                 // version 1
+	f.Add(enc.EncodeAll([]byte("WGU\x02\x02\x00\x01a\x03\x01\x01b\xff\xff\x7f"), nil)) // valid
 	dec, err := newDecoder()
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		urls, err := decodeBatch(dec, body)
+		ls, err := decodeBatch(dec, body)
 		if err != nil {
 			return
 		}
-		if len(urls) > MaxBatchURLs {
-			t.Fatalf("%d URLs accepted", len(urls))
+		if len(ls) > MaxBatchURLs {
+			t.Fatalf("%d links accepted", len(ls))
 		}
-		for i, u := range urls {
-			if why := validURL(u); why != "" {
-				t.Fatalf("URL %d accepted: %s", i, why)
+		for i, l := range ls {
+			if why := validLink(l); why != "" {
+				t.Fatalf("link %d accepted: %s", i, why)
 			}
-			if i > 0 && urls[i-1] >= u {
-				t.Fatalf("URLs %d and %d out of order", i-1, i)
+			if i > 0 && ls[i-1].URL >= l.URL {
+				t.Fatalf("links %d and %d out of order", i-1, i)
 			}
 		}
-		// What decodes re-encodes to the same payload.
-		p, _ := encodePayload(nil, slices.Clone(urls))
+		// What decodes re-encodes to the same links.
+		p, _ := encodePayload(nil, slices.Clone(ls))
 		again, err := decodeBatch(dec, enc.EncodeAll(p, nil))
-		if err != nil || !slices.Equal(again, urls) {
+		if err != nil || !slices.Equal(again, ls) {
 			t.Fatalf("re-encoded batch does not decode the same: %v", err)
 		}
 	})
+}
+
+// A URL handed over with Forward is queued even if it was sent to the same
+// peer a moment ago: it may have come back from there.
+func TestForwardIgnoresRecent(t *testing.T) {
+	n := newNet(t)
+	s := newSender(t, n.a, t.TempDir(), &resolver{addrs: map[string]string{}}, Config{})
+	urls := links(20)
+	s.add(t, n.b.ID(), urls)
+	s.add(t, n.b.ID(), urls[:5])
+	if st := s.o.Stats(); st.Repeats != 5 {
+		t.Fatalf("Repeats = %d, want 5", st.Repeats)
+	}
+	b := s.db.NewBatch()
+	if err := s.o.Forward(b, n.b.ID(), urls[:5]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	s.o.Committed()
+	if got := s.o.Pending()[n.b.ID()]; got != 25 {
+		t.Errorf("Pending after Forward = %d, want 25", got)
+	}
+	if st := s.o.Stats(); st.Repeats != 5 {
+		t.Errorf("Repeats after Forward = %d, want still 5", st.Repeats)
+	}
+	s.close(t)
 }

@@ -17,16 +17,21 @@ import (
 // The wire format of a batch (POST /v1/urls) is a zstd frame whose content
 // is
 //
-//	"WGU" 0x01                                   magic and version
-//	uvarint n                                    number of URLs
-//	n × (uvarint shared, uvarint len, bytes)    front-coded URLs
+//	"WGU" 0x02                                  magic and version
+//	uvarint n                                   number of links
+//	n × (uvarint shared, uvarint len, bytes,    front-coded URL,
+//	     uvarint depth<<1 | embed)              then its crawl context
 //
-// The URLs are sorted and distinct; each is written as the length of the
-// prefix it shares with the previous one and the rest of its bytes. Sorting
-// puts a host's URLs together, so the host and the common path are written
-// once, and zstd then finds what repeats across hosts (scheme, "www.",
-// path words, query names). Decoded, a batch is at most MaxDecodedBytes
-// and MaxBatchURLs.
+// The links are sorted by URL and their URLs are distinct; each URL is
+// written as the length of the prefix it shares with the previous one and
+// the rest of its bytes. Sorting puts a host's URLs together, so the host
+// and the common path are written once, and zstd then finds what repeats
+// across hosts (scheme, "www.", path words, query names) and in the tags,
+// which are mostly alike within a batch. Decoded, a batch is at most
+// MaxDecodedBytes and MaxBatchURLs, and no depth is over MaxDepth.
+// Version 1, bare URLs, is refused: a receiver could apply neither the
+// sender's depth limit to them nor its leave to fetch page requisites
+// off-scope.
 const (
 	// ContentType is the media type of a batch.
 	ContentType = "application/x-waggle-urls"
@@ -34,6 +39,9 @@ const (
 	MaxURLBytes = 4096
 	// MaxBatchURLs is the most URLs a batch may carry.
 	MaxBatchURLs = 100_000
+	// MaxDepth is the greatest Link.Depth a batch may carry, far beyond
+	// any depth limit a crawl would set.
+	MaxDepth = 1 << 20
 	// MaxDecodedBytes limits a batch's decompressed size, and the
 	// total length of its URLs.
 	MaxDecodedBytes = 64 << 20
@@ -41,7 +49,7 @@ const (
 	MaxBodyBytes = 16 << 20
 )
 
-var magic = []byte{'W', 'G', 'U', 1}
+var magic = []byte{'W', 'G', 'U', 2}
 
 // errTooLarge marks a batch over one of the limits.
 var errTooLarge = errors.New("outbox: batch over the size limits")
@@ -66,16 +74,54 @@ func validURL(u string) string {
 	return ""
 }
 
-// encodePayload front-codes urls, which must be valid, into the
-// uncompressed content of a batch. It sorts and deduplicates urls in place
-// and returns the URLs it kept.
-func encodePayload(dst []byte, urls []string) ([]byte, []string) {
-	slices.Sort(urls)
-	urls = slices.Compact(urls)
+// validLink reports why l may not travel in a batch, or "".
+func validLink(l Link) string {
+	if l.Depth < 0 || l.Depth > MaxDepth {
+		return fmt.Sprintf("depth %d is outside 0..%d", l.Depth, MaxDepth)
+	}
+	return validURL(l.URL)
+}
+
+// tag packs a link's depth and embed flag into the number that the queue
+// values and the wire format carry; l.Depth must be in 0..MaxDepth.
+func tag(l Link) uint64 {
+	t := uint64(l.Depth) << 1
+	if l.Embed {
+		t |= 1
+	}
+	return t
+}
+
+// untag is the inverse of tag. It refuses a depth over MaxDepth.
+func untag(t uint64) (depth int, embed bool, err error) {
+	if t>>1 > MaxDepth {
+		return 0, false, fmt.Errorf("depth %d is over %d", t>>1, MaxDepth)
+	}
+	return int(t >> 1), t&1 == 1, nil
+}
+
+// encodePayload front-codes links, which must be valid, into the
+// uncompressed content of a batch. It sorts links by URL in place, keeps
+// one link per URL, the shallowest, marked as an embed if any of its
+// copies is, and returns the links it kept.
+func encodePayload(dst []byte, links []Link) ([]byte, []Link) {
+	slices.SortFunc(links, func(a, b Link) int { return strings.Compare(a.URL, b.URL) })
+	kept := links[:0]
+	for _, l := range links {
+		if k := len(kept) - 1; k >= 0 && kept[k].URL == l.URL {
+			kept[k].Depth = min(kept[k].Depth, l.Depth)
+			kept[k].Embed = kept[k].Embed || l.Embed
+			continue
+		}
+		kept = append(kept, l)
+	}
+	clear(links[len(kept):])
+	links = kept
 	dst = append(dst, magic...)
-	dst = binary.AppendUvarint(dst, uint64(len(urls)))
+	dst = binary.AppendUvarint(dst, uint64(len(links)))
 	prev := ""
-	for _, u := range urls {
+	for _, l := range links {
+		u := l.URL
 		n := 0
 		for n < len(prev) && n < len(u) && prev[n] == u[n] {
 			n++
@@ -83,16 +129,17 @@ func encodePayload(dst []byte, urls []string) ([]byte, []string) {
 		dst = binary.AppendUvarint(dst, uint64(n))
 		dst = binary.AppendUvarint(dst, uint64(len(u)-n))
 		dst = append(dst, u[n:]...)
+		dst = binary.AppendUvarint(dst, tag(l))
 		prev = u
 	}
-	return dst, urls
+	return dst, links
 }
 
 // decodePayload parses the uncompressed content of a batch as it is
 // decompressed, so that garbage is refused at its first bad byte. It checks
-// every limit and every URL, and fails on anything else, so that a batch
+// every limit and every link, and fails on anything else, so that a batch
 // is taken whole or not at all.
-func decodePayload(r *bufio.Reader) ([]string, error) {
+func decodePayload(r *bufio.Reader) ([]Link, error) {
 	var head [4]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil || !bytes.Equal(head[:3], magic[:3]) {
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -101,7 +148,7 @@ func decodePayload(r *bufio.Reader) ([]string, error) {
 		return nil, errors.New("outbox: not a URL batch")
 	}
 	if head[3] != magic[3] {
-		return nil, fmt.Errorf("outbox: URL batch version %d is not supported (want %d)", head[3], magic[3])
+		return nil, fmt.Errorf("outbox: URL batch version %d is not supported (want %d, which carries each URL's depth and embed flag)", head[3], magic[3])
 	}
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
@@ -110,7 +157,7 @@ func decodePayload(r *bufio.Reader) ([]string, error) {
 	if n > MaxBatchURLs {
 		return nil, fmt.Errorf("%w: %d URLs, at most %d", errTooLarge, n, MaxBatchURLs)
 	}
-	urls := make([]string, 0, min(n, 1024))
+	links := make([]Link, 0, min(n, 1024))
 	text := 0 // front coding compresses too: its output needs a limit of its own
 	var buf [MaxURLBytes]byte
 	prev := buf[:0]
@@ -139,14 +186,21 @@ func decodePayload(r *bufio.Reader) ([]string, error) {
 		if text += len(cur); text > MaxDecodedBytes {
 			return nil, fmt.Errorf("%w: more than %d bytes of URLs", errTooLarge, MaxDecodedBytes)
 		}
-		u := string(cur)
-		if len(urls) > 0 && urls[len(urls)-1] >= u {
+		t, err := binary.ReadUvarint(r)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: URL batch: URL %d: bad depth: %w", i, err)
+		}
+		l := Link{URL: string(cur)}
+		if l.Depth, l.Embed, err = untag(t); err != nil {
+			return nil, fmt.Errorf("outbox: URL batch: URL %d: %w", i, err)
+		}
+		if len(links) > 0 && links[len(links)-1].URL >= l.URL {
 			return nil, fmt.Errorf("outbox: URL batch: URL %d is out of order", i)
 		}
-		if why := validURL(u); why != "" {
+		if why := validURL(l.URL); why != "" {
 			return nil, fmt.Errorf("outbox: URL batch: URL %d: %s", i, why)
 		}
-		urls = append(urls, u)
+		links = append(links, l)
 		prev = cur
 	}
 	// Reading to the end also checks the frame's checksum.
@@ -156,7 +210,7 @@ func decodePayload(r *bufio.Reader) ([]string, error) {
 	case !errors.Is(err, io.EOF):
 		return nil, err
 	}
-	return urls, nil
+	return links, nil
 }
 
 // newDecoder returns a zstd decoder for one batch at a time, with a window
@@ -171,14 +225,14 @@ func newDecoder() (*zstd.Decoder, error) {
 
 // decodeBatch decompresses and parses a batch body with dec, stopping
 // after MaxDecodedBytes, the defence against compression bombs.
-func decodeBatch(dec *zstd.Decoder, body []byte) ([]string, error) {
+func decodeBatch(dec *zstd.Decoder, body []byte) ([]Link, error) {
 	if err := dec.Reset(bytes.NewReader(body)); err != nil {
 		return nil, fmt.Errorf("outbox: URL batch: %w", err)
 	}
-	urls, err := decodePayload(bufio.NewReaderSize(&limitReader{r: dec, n: MaxDecodedBytes}, 32<<10))
+	links, err := decodePayload(bufio.NewReaderSize(&limitReader{r: dec, n: MaxDecodedBytes}, 32<<10))
 	switch {
 	case err == nil:
-		return urls, nil
+		return links, nil
 	case errors.Is(err, errTooLarge):
 		return nil, err
 	case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):

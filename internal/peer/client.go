@@ -127,6 +127,30 @@ func (c *Client) Hello(ctx context.Context, addr, wantID string) error {
 	return nil
 }
 
+// Identify connects to addr and returns the certified ID and name of the
+// node there, which must belong to this client's network. It is how a node
+// learns whom it reaches at an address it was given (such as --join) before
+// calling it with Do.
+func (c *Client) Identify(ctx context.Context, addr string) (id, name string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", "", fmt.Errorf("peer: %w", err)
+	}
+	conn := tls.Client(raw, c.tls)
+	defer conn.Close()
+	if err := conn.HandshakeContext(ctx); err != nil {
+		return "", "", fmt.Errorf("peer: %s: TLS handshake: %w", addr, err)
+	}
+	id, name, err = c.cred.PeerID(conn.ConnectionState())
+	if err != nil {
+		return "", "", fmt.Errorf("peer: %s: %w", addr, err)
+	}
+	return id, name, nil
+}
+
 // Close closes the client's idle connections; calls in flight finish, and
 // their connections close once idle. Calls after Close fail with
 // ErrClosed.

@@ -577,3 +577,20 @@ func TestConcurrentCalls(t *testing.T) {
 		t.Errorf("%d connections for %d concurrent calls, want 1", got, n)
 	}
 }
+
+func TestIdentify(t *testing.T) {
+	dir := newNetwork(t)
+	server, client := admit(t, dir, "alpha"), admit(t, dir, "beta")
+	ts := serve(t, server, nil, nil)
+	c := NewClient(client)
+	defer c.Close()
+	id, name, err := c.Identify(context.Background(), ts.addr)
+	if err != nil || id != server.ID() || name != "alpha" {
+		t.Fatalf("Identify = %q, %q, %v; want %q, alpha", id, name, err, server.ID())
+	}
+	// A node of another network is not identified as one of ours.
+	stranger := serve(t, admit(t, newNetwork(t), "gamma"), nil, nil)
+	if id, _, err := c.Identify(context.Background(), stranger.addr); err == nil {
+		t.Fatalf("Identify of another network's node = %q, want an error", id)
+	}
+}

@@ -59,7 +59,7 @@ func redirectsTo(c index.Capture, u string) bool {
 // capturesOfKey returns all captures of the URL key in time order.
 func (s *Server) capturesOfKey(ctx context.Context, key string) ([]index.Capture, error) {
 	var caps []index.Capture
-	err := s.idx.Captures(ctx, key, true, func(c index.Capture) (bool, error) {
+	err := s.arc.Captures(ctx, key, true, func(c index.Capture) (bool, error) {
 		caps = append(caps, c)
 		return len(caps) < maxCapturesListed, nil
 	})
@@ -114,7 +114,8 @@ type response struct {
 	truncated bool
 }
 
-// errCorrupt marks a capture whose bytes on disk cannot be read back.
+// errCorrupt marks a capture whose record cannot be read back: its bytes
+// are damaged, or it is not a record that can be replayed.
 var errCorrupt = errors.New("the archived record is damaged")
 
 // load reads the response a capture holds. A revisit gives its own headers
@@ -125,8 +126,11 @@ func (s *Server) load(ctx context.Context, c index.Capture) (*response, error) {
 }
 
 func (s *Server) loadDepth(ctx context.Context, c index.Capture, depth int) (*response, error) {
-	rec, err := warc.ReadAt(s.warcDir, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+	rec, err := s.arc.Record(ctx, c)
 	if err != nil {
+		if unreachable(err) {
+			return nil, err // the record may well be intact on a node out of reach
+		}
 		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
 	}
 	switch rec.Type() {
@@ -182,7 +186,7 @@ func (s *Server) original(ctx context.Context, c index.Capture, rec *warc.Record
 		if key, kerr := urlkey.SURT(uri); derr == nil && kerr == nil {
 			var found index.Capture
 			ok := false
-			err := s.idx.Captures(ctx, key, false, func(o index.Capture) (bool, error) {
+			err := s.arc.Captures(ctx, key, false, func(o index.Capture) (bool, error) {
 				if o.Time.Truncate(time.Second).Equal(when.Truncate(time.Second)) && o.Type != warc.TypeRevisit {
 					found, ok = o, true
 					return false, nil
@@ -198,7 +202,7 @@ func (s *Server) original(ctx context.Context, c index.Capture, rec *warc.Record
 		}
 	}
 	if c.Digest != "" {
-		orig, ok, err := s.idx.ByDigest(c.Digest)
+		orig, ok, err := s.arc.ByDigest(ctx, c, c.Digest)
 		if err != nil {
 			return index.Capture{}, err
 		}

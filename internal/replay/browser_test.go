@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/websim"
@@ -104,7 +105,7 @@ func TestBrowserReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Index: idx, WARCDir: filepath.Join(data, "warc"), UIAddr: uiLn.Addr().String(), ContentAddr: contentLn.Addr().String()})
+	srv := New(Config{Archive: archive.NewLocal(idx, filepath.Join(data, "warc")), UIAddr: uiLn.Addr().String(), ContentAddr: contentLn.Addr().String()})
 	go Serve(ctx, srv, uiLn, contentLn)
 	ui, content := "http://"+uiLn.Addr().String(), "http://"+contentLn.Addr().String()
 

@@ -262,7 +262,12 @@ func injection(c index.Capture, ui, mod string, caps []index.Capture, i int) []b
 }
 
 func (s *Server) contentError(w http.ResponseWriter, r *http.Request, err error) {
-	if isCanceled(err) {
+	if clientGone(r, err) {
+		return
+	}
+	if unreachable(err) {
+		s.log.Warn("archive node unreachable", "path", r.URL.Path, "err", err)
+		http.Error(w, "the node holding this capture could not be reached: "+err.Error(), http.StatusBadGateway)
 		return
 	}
 	if errors.Is(err, errCorrupt) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/urlkey"
@@ -21,13 +22,14 @@ import (
 
 // fixture is one capture to archive for a test.
 type fixture struct {
-	url     string
-	at      string // 14-digit timestamp
-	status  int
-	header  string // extra header lines, "\r\n"-terminated
-	body    string
-	revisit bool // archive as an identical-payload revisit of the first capture of the same body
-	gzip    bool // send the body gzip-encoded
+	url      string
+	at       string // 14-digit timestamp
+	status   int
+	header   string // extra header lines, "\r\n"-terminated
+	body     string
+	revisit  bool // archive as an identical-payload revisit of the first capture of the same body
+	byDigest bool // with revisit: name the original by payload digest only, not by URI and date
+	gzip     bool // send the body gzip-encoded
 }
 
 // testArchive is an archive made of fixtures, served by a Server on two
@@ -35,6 +37,7 @@ type fixture struct {
 type testArchive struct {
 	idx     *index.Index
 	dir     string
+	local   *archive.Local           // idx and dir
 	caps    map[string]index.Capture // by url + " " + at
 	ui      *httptest.Server
 	content *httptest.Server
@@ -49,7 +52,17 @@ func ts(s string) time.Time {
 	return t
 }
 
+// newTestArchive archives fixtures and serves them from this node's own
+// archive.
 func newTestArchive(t *testing.T, fixtures []fixture) *testArchive {
+	t.Helper()
+	return newTestArchiveVia(t, fixtures, nil)
+}
+
+// newTestArchiveVia archives fixtures and serves them through via(local
+// archive), which stands for an archive spanning nodes; nil via serves the
+// local archive itself.
+func newTestArchiveVia(t *testing.T, fixtures []fixture, via func(*archive.Local) archive.Archive) *testArchive {
 	t.Helper()
 	data := t.TempDir()
 	db, err := crawl.OpenDB(data)
@@ -66,6 +79,7 @@ func newTestArchive(t *testing.T, fixtures []fixture) *testArchive {
 		t.Fatal(err)
 	}
 	a := &testArchive{idx: index.New(db), dir: warcDir, caps: map[string]index.Capture{}}
+	a.local = archive.NewLocal(a.idx, warcDir)
 	b := db.NewIndexedBatch()
 	first := map[string]index.Capture{}
 	for _, f := range fixtures {
@@ -95,7 +109,11 @@ func newTestArchive(t *testing.T, fixtures []fixture) *testArchive {
 			if !ok {
 				t.Fatalf("fixture %s %s: revisit of a payload not archived before", f.url, f.at)
 			}
-			rec = warc.NewRevisit(f.url, when, warc.ProfileIdenticalPayload, []byte(head), digest, warc.RefersTo{ID: o.RecordID, URI: o.URL, Date: o.Time})
+			ref := warc.RefersTo{ID: o.RecordID, URI: o.URL, Date: o.Time}
+			if f.byDigest {
+				ref = warc.RefersTo{}
+			}
+			rec = warc.NewRevisit(f.url, when, warc.ProfileIdenticalPayload, []byte(head), digest, ref)
 			typ = warc.TypeRevisit
 		}
 		loc, err := w.Write(rec)
@@ -132,7 +150,11 @@ func newTestArchive(t *testing.T, fixtures []fixture) *testArchive {
 	}
 	a.ui = httptest.NewUnstartedServer(nil)
 	a.content = httptest.NewUnstartedServer(nil)
-	a.srv = New(Config{Index: a.idx, WARCDir: warcDir, UIAddr: a.ui.Listener.Addr().String(), ContentAddr: a.content.Listener.Addr().String()})
+	var arc archive.Archive = a.local
+	if via != nil {
+		arc = via(a.local)
+	}
+	a.srv = New(Config{Archive: arc, UIAddr: a.ui.Listener.Addr().String(), ContentAddr: a.content.Listener.Addr().String()})
 	a.ui.Config.Handler = a.srv.UI()
 	a.content.Config.Handler = a.srv.Content()
 	a.ui.Start()

@@ -95,7 +95,7 @@ func (s *Server) timemap(w http.ResponseWriter, r *http.Request, format, raw str
 			return
 		}
 		w.Header().Set("Content-Type", "text/x-ndjson")
-		if err := q.Write(r.Context(), s.idx, w); err != nil && !isCanceled(err) {
+		if err := q.Write(r.Context(), s.arc, w); err != nil && !isCanceled(err) {
 			s.log.Warn("timemap", "url", raw, "err", err)
 		}
 	default:

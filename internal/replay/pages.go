@@ -204,11 +204,12 @@ func (s *Server) getSummary(ctx context.Context) (*summary, error) {
 	return sum, nil
 }
 
-// summarize scans the whole index: captures, hosts, date range.
+// summarize scans the whole archive, streaming: captures, hosts, date
+// range. It holds a count per host, never the captures.
 func (s *Server) summarize(ctx context.Context) (*summary, error) {
 	sum := &summary{At: time.Now()}
 	hosts := map[string]int{}
-	err := s.idx.Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
+	err := s.arc.Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
 		sum.Captures++
 		if sum.First.IsZero() || c.Time.Before(sum.First) {
 			sum.First = c.Time

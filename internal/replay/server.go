@@ -27,14 +27,15 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/cdx"
-	"github.com/waggle-archive/waggle/internal/index"
 )
 
 // Config says what a Server replays and where its two origins are.
 type Config struct {
-	Index   *index.Index
-	WARCDir string // where the index's segments are
+	// Archive is what is replayed: every capture and record is read
+	// through it, so it may be this node's own or span the network.
+	Archive archive.Archive
 
 	// UIAddr and ContentAddr are the listeners' addresses. Links between
 	// the two origins use the host name each request came in on with the
@@ -42,29 +43,38 @@ type Config struct {
 	// to loopback host names (DNS-rebinding protection).
 	UIAddr, ContentAddr string
 
+	// Status, if set, answers GET /api/status on the interface listener
+	// (a node's status as JSON).
+	Status http.Handler
+
 	Logger *slog.Logger
 }
 
 // Server replays one archive. It is safe for concurrent use.
 type Server struct {
-	idx     *index.Index
-	warcDir string
-	uiAddr  string
-	ctAddr  string
-	log     *slog.Logger
+	arc    archive.Archive
+	uiAddr string
+	ctAddr string
+	status http.Handler
+	log    *slog.Logger
 
 	summaryMu   sync.Mutex
 	summary     *summary
 	summarizing bool // a request is recomputing a stale summary
 }
 
-// New returns a Server for cfg.
+// New returns a Server for cfg. It panics if cfg.Archive is nil: a server
+// with nothing to replay is a programming error, better found at once than
+// at the first request.
 func New(cfg Config) *Server {
+	if cfg.Archive == nil {
+		panic("replay: Config.Archive is nil")
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{idx: cfg.Index, warcDir: cfg.WARCDir, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, log: log}
+	return &Server{arc: cfg.Archive, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, status: cfg.Status, log: log}
 }
 
 // origin returns "http://host:port" for the listener at addr as the
@@ -117,6 +127,9 @@ func (s *Server) UI() http.Handler {
 	mux.HandleFunc("GET /search", s.search)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(staticFS)))
 	mux.HandleFunc("GET /cdx", s.cdx)
+	if s.status != nil {
+		mux.Handle("GET /api/status", s.status)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusNotFound, "No such page", "There is nothing at "+r.URL.Path+". Start from the home page.")
 	})
@@ -175,7 +188,7 @@ func securityHeaders(h http.Handler) http.Handler {
 }
 
 func (s *Server) cdx(w http.ResponseWriter, r *http.Request) {
-	cdx.Handler(s.idx).ServeHTTP(w, r)
+	cdx.Handler(s.arc).ServeHTTP(w, r)
 }
 
 // requestTarget returns the part of the request URI after prefix, raw, with
@@ -188,9 +201,25 @@ func requestTarget(r *http.Request, prefix string) string {
 	return strings.TrimPrefix(uri, prefix)
 }
 
-// isCanceled reports a request the client gave up on.
+// isCanceled reports an error from a cancelled or expired context.
 func isCanceled(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// clientGone reports a request that failed because its client gave up on
+// it: there is no one left to answer.
+func clientGone(r *http.Request, err error) bool {
+	return isCanceled(err) && r.Context().Err() != nil
+}
+
+// unreachable reports an error that says nothing about the archived data:
+// the node that holds it could not be asked (archive.ErrUnavailable, which
+// a network archive wraps such failures with, or a bare network error), or
+// the asking ran out of time. Such a capture is not damaged; it may be
+// replayed once the node is back.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.Is(err, archive.ErrUnavailable) || isCanceled(err) || errors.As(err, &ne)
 }
 
 // redirect answers with a redirect to loc as given: http.Redirect would

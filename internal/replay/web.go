@@ -185,7 +185,7 @@ func (s *Server) urlList(w http.ResponseWriter, r *http.Request, prefix string) 
 		if after != "" && after >= lo {
 			lo = after + "\x01"
 		}
-		err := s.idx.Range(r.Context(), lo, rg[1], false, func(c index.Capture) (bool, error) {
+		err := s.arc.Range(r.Context(), lo, rg[1], false, func(c index.Capture) (bool, error) {
 			if n := len(rows); n > 0 && rows[n-1].Key == c.URLKey {
 				rows[n-1].Count++
 				rows[n-1].Last = c.Time
@@ -232,9 +232,9 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request, u, key, ui str
 		host = key[:i+1]
 	}
 	// Up to five URLs after it and five before it on the same host.
-	err := s.idx.Range(r.Context(), key, host+"\xff", false, add)
+	err := s.arc.Range(r.Context(), key, host+"\xff", false, add)
 	if err == nil {
-		err = s.idx.Range(r.Context(), host, key, true, add)
+		err = s.arc.Range(r.Context(), host, key, true, add)
 	}
 	if err != nil && !isCanceled(err) {
 		s.log.Warn("nearest URLs", "url", u, "err", err)
@@ -243,7 +243,12 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request, u, key, ui str
 }
 
 func (s *Server) serverError(w http.ResponseWriter, r *http.Request, err error) {
-	if isCanceled(err) {
+	if clientGone(r, err) {
+		return
+	}
+	if unreachable(err) {
+		s.log.Warn("archive node unreachable", "path", r.URL.Path, "err", err)
+		s.errorPage(w, r, http.StatusBadGateway, "A node could not be reached", "The node holding these captures could not be reached: "+err.Error()+". Try again later.")
 		return
 	}
 	if errors.Is(err, errCorrupt) {

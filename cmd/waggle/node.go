@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/admission"
+	"github.com/waggle-archive/waggle/internal/membership"
+	"github.com/waggle-archive/waggle/internal/node"
+)
+
+func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("node", "--data DIR [--network FILE --peer ADDR [--join ADDR,...]] [flags] [SEED...]", stderr)
+	var cfg node.Config
+	scope, delay := crawlFlags(fs, &cfg.Crawl)
+	fs.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "address of the replay interface and /api/status (\"\" for none)")
+	fs.StringVar(&cfg.ContentAddr, "content-http", "", "address replayed pages are served from (default: the --http host, next port)")
+	network := fs.String("network", "", "credential file from `waggle network admit` (none: a single node)")
+	fs.StringVar(&cfg.PeerAddr, "peer", "", "address for peer RPC over mutual TLS, e.g. 0.0.0.0:7400 (with --network)")
+	fs.StringVar(&cfg.GossipAddr, "gossip", "", "address for membership gossip, TCP and UDP (default: the --peer host, next port)")
+	fs.StringVar(&cfg.Advertise, "advertise", "", "host name or IP the other nodes reach this node at (default: the --peer host)")
+	join := fs.String("join", "", "peer addresses of nodes of the network, comma-separated (none: start a new network)")
+	fs.IntVar(&cfg.Capacity, "capacity", 1, fmt.Sprintf("relative capacity, 1 to %d: the node's share of hosts is in proportion", membership.MaxCapacity))
+	fs.IntVar(&cfg.Replicas, "replicas", 3, "copies of each capture the network keeps")
+	localTiming := fs.Bool("local-timing", false, "fast failure detection for nodes on one machine (tests, demos)")
+	verbose := fs.Bool("v", false, "log more (to stderr)")
+	seeds, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := finishCrawlFlags(&cfg.Crawl, *scope, *delay); err != nil {
+		return err
+	}
+	cfg.Crawl.Seeds = seeds
+	if *join != "" {
+		cfg.Join = strings.Split(*join, ",")
+	}
+	if *network != "" {
+		if cfg.Credential, err = admission.Load(*network); err != nil {
+			return err
+		}
+	} else if cfg.PeerAddr != "" || len(cfg.Join) > 0 {
+		return fmt.Errorf("%w: --peer and --join need --network (a credential from `waggle network admit`)", errUsage)
+	}
+	if *localTiming {
+		cfg.Tuning = membership.LocalTuning()
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	n, err := node.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	a := n.Addrs()
+	if cfg.Credential != nil {
+		fmt.Fprintf(stdout, "Node %s (%s) of network %s: peer %s, gossip %s.\n", cfg.Credential.Name(), n.ID(), cfg.Credential.Network(), a.Peer, a.Gossip)
+	} else {
+		fmt.Fprintln(stdout, "Single node (no --network).")
+	}
+	if a.HTTP != "" {
+		fmt.Fprintf(stdout, "Replay: http://%s/ (status: http://%s/api/status).\n", a.HTTP, a.HTTP)
+	}
+	fmt.Fprintf(stdout, "Add seeds with: waggle submit --data %s URL...\n", cfg.Crawl.Data)
+	return n.Run(ctx)
+}
+
+func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("submit", "--data DIR URL...", stderr)
+	data := fs.String("data", "./waggle-data", "data directory of the running node")
+	urls, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(urls) == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	n, err := node.Submit(ctx, *data, urls)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "submitted %d seed(s); each goes to the node that owns its host\n", n)
+	return nil
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", "--data DIR [--json]", stderr)
+	data := fs.String("data", "./waggle-data", "data directory of the running node")
+	jsonOut := fs.Bool("json", false, "print the status as JSON (as /api/status serves it)")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	st, err := node.QueryStatus(ctx, *data)
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printStatus(stdout, st)
+	return nil
+}
+
+func printStatus(w io.Writer, st node.Status) {
+	name := st.Node.Name
+	if name == "" {
+		name = "single node"
+	}
+	fmt.Fprintf(w, "%s  data %s  up %s\n", name, st.Node.Data, (time.Duration(st.Node.UptimeSeconds) * time.Second).String())
+	c := st.Crawl
+	fmt.Fprintf(w, "crawl: %d captures  %s  %.1f pages/s  queue %d  hosts %d  errors %d\n",
+		c.Captures, humanBytes(c.Bytes), c.PagesPerSecond, c.Queued, c.Hosts, c.Errors)
+	if e := st.Exchange; e.Sent+e.Received > 0 {
+		perURL := 0.0
+		if e.Sent > 0 {
+			perURL = float64(e.WireBytes) / float64(e.Sent)
+		}
+		fmt.Fprintf(w, "links: sent %d (%.1f B/URL on the wire, %.2f per page)  received %d  refused %d\n",
+			e.Sent, perURL, e.URLsPerPage, e.Received, e.Refused)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nMEMBER\tSTATE\tSHARE\tCAPTURES\tQUEUE\tHOSTS\tPAGES/S\tHTTP")
+	for _, m := range st.Members {
+		mark := ""
+		if m.Self {
+			mark = " *"
+		}
+		if m.Crawl == nil {
+			fmt.Fprintf(tw, "%s%s\t%s\t%.1f%%\t?\t?\t?\t?\t%s\n", m.Name, mark, m.State, 100*m.Share, m.HTTP)
+			continue
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%.1f%%\t%d\t%d\t%d\t%.1f\t%s\n", m.Name, mark, m.State, 100*m.Share,
+			m.Crawl.Captures, m.Crawl.Queued, m.Crawl.Hosts, m.Crawl.PagesPerSecond, m.HTTP)
+	}
+	tw.Flush()
+}

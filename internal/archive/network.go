@@ -1,0 +1,534 @@
+package archive
+
+import (
+	"bufio"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/peer"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// maxErrorBody bounds how much of a peer's error answer is read.
+const maxErrorBody = 1 << 10
+
+// A Node is a member of the network as a Network calls it.
+type Node struct {
+	ID   string // certified ID
+	Addr string // peer address, host:port
+}
+
+// NetworkConfig configures a Network.
+type NetworkConfig struct {
+	Local  *Local
+	Self   string // this node's certified ID
+	Client *peer.Client
+	// Owner returns the node that owns a site (urlkey.Site); id == Self
+	// for this node. ok is false when no node does.
+	Owner func(site string) (id, addr string, ok bool)
+	// Members returns the live nodes, this node included.
+	Members func() []Node
+	Logger  *slog.Logger // nil: log nothing
+}
+
+// Network is the archive of a whole network as one node sees it. The
+// captures of one URL are asked of the node that owns its site (this node's
+// are read locally); a range that spans sites is gathered from every live
+// node and merged in order. Captures read from another node carry its ID
+// in Node, and their records, digests and revisit originals are read from
+// that node. Whatever another node answers is checked before it is used:
+// a node that cannot be reached, or answers out of order, out of range or
+// with damaged bytes, is an error wrapping ErrUnavailable.
+type Network struct {
+	local   *Local
+	self    string
+	client  *peer.Client
+	owner   func(site string) (id, addr string, ok bool)
+	members func() []Node
+	log     *slog.Logger
+}
+
+// NewNetwork returns the network archive cfg describes.
+func NewNetwork(cfg NetworkConfig) *Network {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Network{local: cfg.Local, self: cfg.Self, client: cfg.Client, owner: cfg.Owner, members: cfg.Members, log: log}
+}
+
+var _ Archive = (*Network)(nil)
+
+func (n *Network) Captures(ctx context.Context, urlKey string, reverse bool, fn func(index.Capture) (bool, error)) error {
+	return n.captures(ctx, query{byKey: true, key: urlKey, reverse: reverse}, fn)
+}
+
+func (n *Network) CapturesBetween(ctx context.Context, urlKey string, from, to time.Time, reverse bool, fn func(index.Capture) (bool, error)) error {
+	if !from.IsZero() && !to.IsZero() && from.After(to) {
+		return nil
+	}
+	return n.captures(ctx, query{byKey: true, key: urlKey, from: from, to: to, reverse: reverse}, fn)
+}
+
+// captures answers a one-key query from the key's owner.
+func (n *Network) captures(ctx context.Context, q query, fn func(index.Capture) (bool, error)) error {
+	node, err := n.ownerOf(urlkey.SiteOfKey(q.key))
+	if err != nil {
+		return err
+	}
+	if node.ID == n.self {
+		if q.from.IsZero() && q.to.IsZero() {
+			return n.local.Captures(ctx, q.key, q.reverse, fn)
+		}
+		return n.local.CapturesBetween(ctx, q.key, q.from, q.to, q.reverse, fn)
+	}
+	return n.remote(ctx, node, q, fn)
+}
+
+// Range answers from the owner alone when every key in [lo, hi) belongs to
+// one site, and otherwise from every live node, merging their streams by
+// key and time. A capture that several nodes hold (the same key and time)
+// is given once, from the first of them: this node, then the members in
+// the order Members lists them.
+func (n *Network) Range(ctx context.Context, lo, hi string, reverse bool, fn func(index.Capture) (bool, error)) error {
+	if hi != "" && lo >= hi {
+		return nil
+	}
+	q := query{lo: lo, hi: hi, reverse: reverse}
+	if site, ok := oneSite(lo, hi); ok {
+		node, err := n.ownerOf(site)
+		if err != nil {
+			return err
+		}
+		if node.ID == n.self {
+			return n.local.Range(ctx, lo, hi, reverse, fn)
+		}
+		return n.remote(ctx, node, q, fn)
+	}
+	return n.merge(ctx, q, fn)
+}
+
+// oneSite returns the site of every URL key k with lo <= k < hi, if they
+// have one: the keys of site s are those starting with s+")/", the
+// interval [s+")/", s+")0").
+func oneSite(lo, hi string) (string, bool) {
+	site, _, ok := strings.Cut(lo, ")/")
+	if !ok || hi == "" || hi > site+")0" {
+		return "", false
+	}
+	return site, true
+}
+
+func (n *Network) ByDigest(ctx context.Context, c index.Capture, digest string) (index.Capture, bool, error) {
+	if c.Node == "" || c.Node == n.self {
+		return n.local.ByDigest(ctx, c, digest)
+	}
+	node, err := n.member(c.Node)
+	if err != nil {
+		return index.Capture{}, false, err
+	}
+	s, err := n.open(ctx, node, digestPath+"?"+url.Values{"d": {digest}}.Encode())
+	if err != nil {
+		return index.Capture{}, false, err
+	}
+	defer s.close()
+	first, err := s.dec.next()
+	if errors.Is(err, io.EOF) {
+		return index.Capture{}, false, nil
+	}
+	if err != nil {
+		return index.Capture{}, false, n.failed(ctx, node.ID, err)
+	}
+	if _, err := s.dec.next(); !errors.Is(err, io.EOF) {
+		if err == nil {
+			err = fmt.Errorf("%w: more than one capture for a digest", errStream)
+		}
+		return index.Capture{}, false, n.failed(ctx, node.ID, err)
+	}
+	if first.Digest != digest {
+		return index.Capture{}, false, n.failed(ctx, node.ID, fmt.Errorf("%w: asked for digest %.100q, got a capture of %.100q", errStream, digest, first.Digest))
+	}
+	first.Node = node.ID
+	return first, true, nil
+}
+
+// Record reads c's record from the node c came from, checking that it is
+// one whole gzip member of c.Length bytes, that its block digest matches,
+// and that it is the record c names.
+func (n *Network) Record(ctx context.Context, c index.Capture) (*warc.Record, error) {
+	if c.Node == "" || c.Node == n.self {
+		return n.local.Record(ctx, c)
+	}
+	if c.Length <= 0 || c.Length > MaxRecordBytes || c.Offset < 0 {
+		return nil, fmt.Errorf("archive: record of %.200q at %s: location %d+%d out of bounds", c.URLKey, c.Timestamp14(), c.Offset, c.Length)
+	}
+	node, err := n.member(c.Node)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, recordPath+"?"+url.Values{
+		"segment": {c.Segment},
+		"offset":  {strconv.FormatInt(c.Offset, 10)},
+		"length":  {strconv.FormatInt(c.Length, 10)},
+	}.Encode(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	resp, err := n.client.Do(ctx, node.Addr, node.ID, req)
+	if err != nil {
+		return nil, n.failed(ctx, node.ID, err)
+	}
+	defer resp.Body.Close()
+	if err := answerOK(resp, "application/octet-stream"); err != nil {
+		return nil, n.failed(ctx, node.ID, err)
+	}
+	if resp.ContentLength >= 0 && resp.ContentLength != c.Length {
+		return nil, n.failed(ctx, node.ID, fmt.Errorf("record answer of %d bytes, want %d", resp.ContentLength, c.Length))
+	}
+	body := bufio.NewReaderSize(io.LimitReader(resp.Body, c.Length), 64<<10)
+	if magic, err := body.Peek(2); err != nil || magic[0] != 0x1f || magic[1] != 0x8b {
+		return nil, n.failed(ctx, node.ID, fmt.Errorf("record answer is not a gzip member (%v)", err))
+	}
+	rd, err := warc.NewReader(body)
+	if err != nil {
+		return nil, n.failed(ctx, node.ID, err)
+	}
+	rec, loc, err := rd.Next()
+	if err != nil {
+		return nil, n.failed(ctx, node.ID, err)
+	}
+	if loc.Length != c.Length {
+		return nil, n.failed(ctx, node.ID, fmt.Errorf("record answer is not one record in one gzip member of %d bytes", c.Length))
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 1)); !errors.Is(err, io.EOF) {
+		return nil, n.failed(ctx, node.ID, fmt.Errorf("record answer longer than %d bytes", c.Length))
+	}
+	where := fmt.Sprintf("%s at offset %d", c.Segment, c.Offset)
+	if err := warc.VerifyBlock(rec); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w: %s", ErrUnavailable, node.ID, err, where)
+	}
+	if c.RecordID != "" && rec.ID() != c.RecordID {
+		return nil, n.failed(ctx, node.ID, fmt.Errorf("%s holds record %.100s, not %s", where, rec.ID(), c.RecordID))
+	}
+	return rec, nil
+}
+
+// ownerOf returns the node that owns site.
+func (n *Network) ownerOf(site string) (Node, error) {
+	id, addr, ok := n.owner(site)
+	if !ok || id == "" {
+		return Node{}, fmt.Errorf("%w: no node owns %.200q", ErrUnavailable, site)
+	}
+	return Node{ID: id, Addr: addr}, nil
+}
+
+// member returns the live member with this ID.
+func (n *Network) member(id string) (Node, error) {
+	for _, m := range n.members() {
+		if m.ID == id {
+			return m, nil
+		}
+	}
+	return Node{}, fmt.Errorf("%w: %s: not a live member", ErrUnavailable, id)
+}
+
+// failed is the error of a call to node that failed with err: the
+// caller's own cancellation as it is, anything else ErrUnavailable.
+func (n *Network) failed(ctx context.Context, id string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, errStream) {
+		n.log.Warn("archive: a node answered a malformed capture stream", "node", id, "err", err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrUnavailable, id, err)
+}
+
+// answerOK checks a peer's answer's status and media type, and on failure
+// describes it with the start of its body.
+func answerOK(resp *http.Response, contentType string) error {
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return fmt.Errorf("%s: %.200q", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != contentType {
+		return fmt.Errorf("answer of type %.100q, want %s", ct, contentType)
+	}
+	return nil
+}
+
+// remoteStream is a capture stream being read from a node.
+type remoteStream struct {
+	body   io.ReadCloser
+	dec    *captureDecoder
+	cancel context.CancelFunc
+}
+
+// open sends a GET of path (with its query) to node and reads the capture
+// stream's magic.
+func (n *Network) open(ctx context.Context, node Node, path string) (*remoteStream, error) {
+	rctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, path, nil)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	resp, err := n.client.Do(rctx, node.Addr, node.ID, req)
+	if err != nil {
+		cancel()
+		return nil, n.failed(ctx, node.ID, err)
+	}
+	if err := answerOK(resp, streamContentType); err != nil {
+		resp.Body.Close()
+		cancel()
+		return nil, n.failed(ctx, node.ID, err)
+	}
+	dec, err := newCaptureDecoder(resp.Body)
+	if err != nil {
+		resp.Body.Close()
+		cancel()
+		return nil, n.failed(ctx, node.ID, err)
+	}
+	return &remoteStream{body: resp.Body, dec: dec, cancel: cancel}, nil
+}
+
+func (s *remoteStream) close() {
+	s.cancel() // resets the stream, so the node stops scanning
+	s.body.Close()
+}
+
+// remote calls fn for each capture node answers to q.
+func (n *Network) remote(ctx context.Context, node Node, q query, fn func(index.Capture) (bool, error)) error {
+	src, err := n.openSource(ctx, node, q)
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	for {
+		c, err := src.next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if more, err := fn(c); err != nil || !more {
+			return err
+		}
+	}
+}
+
+// A source is one ordered stream of captures in a merge.
+type source struct {
+	next  func() (index.Capture, error) // io.EOF at the end
+	close func()
+}
+
+// openSource opens q on node as a source that checks what the node sends:
+// each capture must answer q and come after the previous one.
+func (n *Network) openSource(ctx context.Context, node Node, q query) (source, error) {
+	s, err := n.open(ctx, node, rangePath+"?"+q.values().Encode())
+	if err != nil {
+		return source{}, err
+	}
+	var prev index.Capture
+	first := true
+	next := func() (index.Capture, error) {
+		c, err := s.dec.next()
+		if errors.Is(err, io.EOF) {
+			return c, err
+		}
+		if err == nil {
+			switch {
+			case !q.admits(c):
+				err = fmt.Errorf("%w: capture of %.200q at %s does not answer the query", errStream, c.URLKey, c.Timestamp14())
+			case !first && !q.inOrder(prev, c):
+				err = fmt.Errorf("%w: capture of %.200q at %s out of order", errStream, c.URLKey, c.Timestamp14())
+			}
+		}
+		if err != nil {
+			return index.Capture{}, n.failed(ctx, node.ID, err)
+		}
+		prev, first = c, false
+		c.Node = node.ID
+		return c, nil
+	}
+	return source{next: next, close: s.close}, nil
+}
+
+// localSource is q's range of the local archive as a source.
+func (n *Network) localSource(ctx context.Context, q query) source {
+	next, stop := iter.Pull2(func(yield func(index.Capture, error) bool) {
+		err := n.local.Range(ctx, q.lo, q.hi, q.reverse, func(c index.Capture) (bool, error) {
+			return yield(c, nil), nil
+		})
+		if err != nil {
+			yield(index.Capture{}, err)
+		}
+	})
+	return source{
+		next: func() (index.Capture, error) {
+			c, err, ok := next()
+			if !ok {
+				return index.Capture{}, io.EOF
+			}
+			return c, err
+		},
+		close: stop,
+	}
+}
+
+// merge answers a range query from every live node: it opens all their
+// streams at once and merges them, holding one capture per node.
+func (n *Network) merge(ctx context.Context, q query, fn func(index.Capture) (bool, error)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var nodes []Node
+	seen := map[string]bool{n.self: true}
+	for _, m := range n.members() {
+		if !seen[m.ID] {
+			seen[m.ID] = true
+			nodes = append(nodes, m)
+		}
+	}
+	srcs := make([]source, len(nodes)+1)
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, m := range nodes {
+		wg.Go(func() { srcs[i+1], errs[i] = n.openSource(ctx, m, q) })
+	}
+	wg.Wait()
+	srcs[0] = n.localSource(ctx, q)
+	defer func() {
+		for _, s := range srcs {
+			if s.close != nil {
+				s.close()
+			}
+		}
+	}()
+	if err := errors.Join(errs...); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+
+	h := &mergeHeap{reverse: q.reverse}
+	for i, s := range srcs {
+		c, err := s.next()
+		if errors.Is(err, io.EOF) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		h.items = append(h.items, mergeItem{c: c, src: i})
+	}
+	heap.Init(h)
+	var last index.Capture
+	emitted := false
+	for h.Len() > 0 {
+		top := &h.items[0]
+		c := top.c
+		if !emitted || compareCaptures(last, c) != 0 {
+			if more, err := fn(c); err != nil || !more {
+				return err
+			}
+			last, emitted = c, true
+		}
+		next, err := srcs[top.src].next()
+		switch {
+		case errors.Is(err, io.EOF):
+			heap.Pop(h)
+		case err != nil:
+			return err
+		default:
+			top.c = next
+			heap.Fix(h, 0)
+		}
+	}
+	return nil
+}
+
+// compareCaptures orders captures as the index does: by URL key, then by
+// time as the index's keys hold it (Unix nanoseconds, unsigned).
+func compareCaptures(a, b index.Capture) int {
+	if c := strings.Compare(a.URLKey, b.URLKey); c != 0 {
+		return c
+	}
+	ta, tb := uint64(a.Time.UnixNano()), uint64(b.Time.UnixNano())
+	switch {
+	case ta < tb:
+		return -1
+	case ta > tb:
+		return 1
+	}
+	return 0
+}
+
+// admits reports whether c answers q.
+func (q query) admits(c index.Capture) bool {
+	if q.byKey {
+		return c.URLKey == q.key &&
+			(q.from.IsZero() || !c.Time.Before(q.from)) &&
+			(q.to.IsZero() || !c.Time.After(q.to))
+	}
+	return c.URLKey >= q.lo && (q.hi == "" || c.URLKey < q.hi)
+}
+
+// inOrder reports whether c may follow prev in an answer to q: strictly
+// after it, as one index holds one capture per key and time.
+func (q query) inOrder(prev, c index.Capture) bool {
+	if q.reverse {
+		return compareCaptures(prev, c) > 0
+	}
+	return compareCaptures(prev, c) < 0
+}
+
+type mergeItem struct {
+	c   index.Capture
+	src int
+}
+
+// mergeHeap orders the head captures of the sources; among equal ones,
+// the first source's comes first.
+type mergeHeap struct {
+	items   []mergeItem
+	reverse bool
+}
+
+func (h *mergeHeap) Len() int { return len(h.items) }
+
+func (h *mergeHeap) Less(i, j int) bool {
+	c := compareCaptures(h.items[i].c, h.items[j].c)
+	if h.reverse {
+		c = -c
+	}
+	if c != 0 {
+		return c < 0
+	}
+	return h.items[i].src < h.items[j].src
+}
+
+func (h *mergeHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
+
+func (h *mergeHeap) Push(x any) { h.items = append(h.items, x.(mergeItem)) }
+
+func (h *mergeHeap) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return x
+}

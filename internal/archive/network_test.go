@@ -1,0 +1,853 @@
+package archive
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/waggle-archive/waggle/internal/admission"
+	"github.com/waggle-archive/waggle/internal/frontier"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/peer"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// page is a capture to archive on a test node.
+type page struct {
+	url  string
+	at   time.Time
+	body string
+}
+
+// testNode is a node with its own archive, served on loopback.
+type testNode struct {
+	cred  *admission.Credential
+	local *Local
+	addr  string
+	calls atomic.Int64 // requests its handler received
+	stop  func()
+}
+
+var t0 = time.Date(2024, 3, 1, 10, 0, 0, 0, time.UTC)
+
+// archivePages writes pages into a new archive (pebble index and WARC
+// segments) in a temporary directory, as the crawler does.
+func archivePages(t *testing.T, pages []page) *Local {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := pebble.Open(filepath.Join(dir, "db"), frontier.PebbleOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	warcDir := filepath.Join(dir, "warc")
+	if err := os.Mkdir(warcDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := warc.NewWriter(warcDir, warc.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewIndexedBatch()
+	for _, p := range pages {
+		raw := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(p.body), p.body)
+		rec, err := warc.NewResponse(p.url, p.at, []byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		loc, err := w.Write(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := urlkey.SURT(p.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := index.Capture{URLKey: key, Time: p.at, URL: p.url, Type: warc.TypeResponse, Status: 200, MIME: "text/html",
+			Digest: rec.Header.Get("WARC-Payload-Digest"), Segment: loc.Segment, Offset: loc.Offset, Length: loc.Length,
+			RecordID: rec.ID()}
+		if err := index.Put(b, c); err != nil {
+			t.Fatal(err)
+		}
+		if _, found, err := index.ByDigest(b, c.Digest); err != nil {
+			t.Fatal(err)
+		} else if !found {
+			if err := index.PutDigest(b, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	return NewLocal(index.New(db), warcDir)
+}
+
+// servePeer serves h for cred on loopback behind a peer.Server.
+func servePeer(t *testing.T, cred *admission.Credential, h http.Handler) (addr string, stop func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- peer.NewServer(cred, h, nil).Serve(ctx, ln) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return ln.Addr().String(), stop
+}
+
+func newTestNode(t *testing.T, netDir, name string, pages []page) *testNode {
+	t.Helper()
+	cred, err := admission.Admit(netDir, name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{cred: &cred, local: archivePages(t, pages)}
+	mux := http.NewServeMux()
+	mux.Handle(Path, Handler(n.local))
+	n.addr, n.stop = servePeer(t, n.cred, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.calls.Add(1)
+		mux.ServeHTTP(w, r)
+	}))
+	return n
+}
+
+func (n *testNode) node() Node { return Node{ID: n.cred.ID(), Addr: n.addr} }
+
+func newNetworkDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := admission.Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// sitePages returns captures of two URLs of host, each at two times.
+func sitePages(host string, hour int) []page {
+	var ps []page
+	for i, path := range []string{"/", "/about"} {
+		for k := range 2 {
+			at := t0.Add(time.Duration(hour+10*k+i) * time.Hour)
+			ps = append(ps, page{url: "http://" + host + path, at: at, body: fmt.Sprintf("%s%s at %s", host, path, at)})
+		}
+	}
+	return ps
+}
+
+// cluster is three nodes: node i owns sites[i]. Besides its own sites,
+// node 1 holds a capture of a.test, which it owned before, and node 2 a
+// replica of one of node 0's captures.
+type cluster struct {
+	dir    string // the network's admission directory
+	nodes  []*testNode
+	owners map[string]int // site → node
+	stale  page           // a.test's capture on node 1
+	net    *Network       // as node 0 sees the network
+	client *peer.Client
+}
+
+var sites = [][]string{{"a.test", "d.test"}, {"b.test", "e.test"}, {"c.test", "f.test"}}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	dir := newNetworkDir(t)
+	cl := &cluster{dir: dir, owners: map[string]int{}}
+	cl.stale = page{url: "http://a.test/", at: t0.Add(-time.Hour), body: "a.test before the move"}
+	for i, hosts := range sites {
+		var pages []page
+		for j, h := range hosts {
+			pages = append(pages, sitePages(h, i+3*j)...)
+			cl.owners[urlkey.Site("http://"+h+"/")] = i
+		}
+		switch i {
+		case 1:
+			pages = append(pages, cl.stale)
+		case 2:
+			pages = append(pages, sitePages("a.test", 0)[0])
+		}
+		cl.nodes = append(cl.nodes, newTestNode(t, dir, fmt.Sprintf("node%d", i), pages))
+	}
+	cl.client = peer.NewClient(cl.nodes[0].cred)
+	t.Cleanup(cl.client.Close)
+	cl.net = cl.network(cl.nodes[0], nil)
+	return cl
+}
+
+// network returns the network archive as self sees it, with members (all
+// the cluster's nodes if nil).
+func (cl *cluster) network(self *testNode, members []Node) *Network {
+	if members == nil {
+		for _, n := range cl.nodes {
+			members = append(members, n.node())
+		}
+	}
+	return NewNetwork(NetworkConfig{
+		Local:  self.local,
+		Self:   self.cred.ID(),
+		Client: cl.client,
+		Owner: func(site string) (string, string, bool) {
+			i, ok := cl.owners[site]
+			if !ok {
+				return "", "", false
+			}
+			return cl.nodes[i].cred.ID(), cl.nodes[i].addr, true
+		},
+		Members: func() []Node { return members },
+	})
+}
+
+// all returns what fn calls back with.
+func all(t *testing.T, scan func(fn func(index.Capture) (bool, error)) error) []index.Capture {
+	t.Helper()
+	var got []index.Capture
+	if err := scan(func(c index.Capture) (bool, error) {
+		got = append(got, c)
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// held returns node i's captures in [lo, hi), tagged as node 0's network
+// archive tags them.
+func (cl *cluster) held(t *testing.T, i int, lo, hi string) []index.Capture {
+	t.Helper()
+	caps := all(t, func(fn func(index.Capture) (bool, error)) error {
+		return cl.nodes[i].local.Range(context.Background(), lo, hi, false, fn)
+	})
+	for k := range caps {
+		if i != 0 {
+			caps[k].Node = cl.nodes[i].cred.ID()
+		}
+	}
+	return caps
+}
+
+// union is every node's captures in [lo, hi) in index order, a capture
+// held by several nodes given once, from the first.
+func (cl *cluster) union(t *testing.T, lo, hi string) []index.Capture {
+	t.Helper()
+	var u []index.Capture
+	for i := range cl.nodes {
+		for _, c := range cl.held(t, i, lo, hi) {
+			if !slices.ContainsFunc(u, func(o index.Capture) bool { return compareCaptures(o, c) == 0 }) {
+				u = append(u, c)
+			}
+		}
+	}
+	slices.SortStableFunc(u, compareCaptures)
+	return u
+}
+
+func keyOf(t *testing.T, u string) string {
+	t.Helper()
+	k, err := urlkey.SURT(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func sameRecord(t *testing.T, got, want *warc.Record) {
+	t.Helper()
+	if !reflect.DeepEqual(got.Header.Fields(), want.Header.Fields()) || !bytes.Equal(got.Block, want.Block) {
+		t.Errorf("record %s differs from the owner's own", want.ID())
+	}
+}
+
+func TestCapturesFromOwner(t *testing.T) {
+	cl := newCluster(t)
+	ctx := context.Background()
+	for _, u := range []string{"http://b.test/about", "http://f.test/"} {
+		key := keyOf(t, u)
+		owner := cl.nodes[cl.owners[urlkey.SiteOfKey(key)]]
+		want := all(t, func(fn func(index.Capture) (bool, error)) error {
+			return owner.local.Captures(ctx, key, false, fn)
+		})
+		if len(want) != 2 {
+			t.Fatalf("fixture: %d captures of %s", len(want), key)
+		}
+		for k := range want {
+			want[k].Node = owner.cred.ID()
+		}
+		got := all(t, func(fn func(index.Capture) (bool, error)) error { return cl.net.Captures(ctx, key, false, fn) })
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Captures(%s):\n got %+v\nwant %+v", key, got, want)
+		}
+		rev := all(t, func(fn func(index.Capture) (bool, error)) error { return cl.net.Captures(ctx, key, true, fn) })
+		if !reflect.DeepEqual(rev, []index.Capture{want[1], want[0]}) {
+			t.Errorf("Captures(%s, reverse): %+v", key, rev)
+		}
+		// A window holding only the later capture, to the nanosecond.
+		between := all(t, func(fn func(index.Capture) (bool, error)) error {
+			return cl.net.CapturesBetween(ctx, key, want[1].Time, want[1].Time, false, fn)
+		})
+		if !reflect.DeepEqual(between, want[1:]) {
+			t.Errorf("CapturesBetween(%s, %s): %+v", key, want[1].Time, between)
+		}
+		for _, c := range got {
+			rec, err := cl.net.Record(ctx, c)
+			if err != nil {
+				t.Fatalf("Record(%s %s): %v", c.URLKey, c.Timestamp14(), err)
+			}
+			own, err := owner.local.Record(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameRecord(t, rec, own)
+		}
+		// ByDigest asks the node the capture came from.
+		o, ok, err := cl.net.ByDigest(ctx, got[1], got[1].Digest)
+		if err != nil || !ok || o.Node != owner.cred.ID() || o.RecordID != got[1].RecordID {
+			t.Errorf("ByDigest(%s): %+v, %v, %v", got[1].Digest, o, ok, err)
+		}
+		if _, ok, err := cl.net.ByDigest(ctx, got[1], "sha1:NOTHERE"); ok || err != nil {
+			t.Errorf("ByDigest of an unknown digest: %v, %v", ok, err)
+		}
+	}
+	if n := cl.nodes[0].calls.Load(); n != 0 {
+		t.Errorf("node 0 answered %d peer requests for other nodes' sites", n)
+	}
+
+	// Its own sites node 0 answers itself, without a Node.
+	key := keyOf(t, "http://d.test/")
+	got := all(t, func(fn func(index.Capture) (bool, error)) error { return cl.net.Captures(ctx, key, false, fn) })
+	if len(got) != 2 || got[0].Node != "" {
+		t.Errorf("Captures of an own key: %+v", got)
+	}
+	if _, err := cl.net.Record(ctx, got[0]); err != nil {
+		t.Errorf("Record of an own capture: %v", err)
+	}
+	if n := cl.nodes[1].calls.Load() + cl.nodes[2].calls.Load(); n != 2*7 {
+		// Per URL: Captures twice, CapturesBetween, Record and ByDigest twice each.
+		t.Errorf("%d peer requests, want %d", n, 2*7)
+	}
+}
+
+func TestRangeMerges(t *testing.T) {
+	cl := newCluster(t)
+	ctx := context.Background()
+	want := cl.union(t, "", "")
+	if len(want) != 6*4+1 {
+		t.Fatalf("fixture: %d captures in the union", len(want))
+	}
+	got := all(t, func(fn func(index.Capture) (bool, error)) error { return cl.net.Range(ctx, "", "", false, fn) })
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Range over everything:\n got %+v\nwant %+v", got, want)
+	}
+	// The capture a.test's previous owner holds is merged in among the
+	// owner's, and the replica on node 2 is given once, from node 0.
+	aKey := keyOf(t, "http://a.test/")
+	var a []index.Capture
+	for _, c := range got {
+		if c.URLKey == aKey {
+			a = append(a, c)
+		}
+	}
+	if len(a) != 3 || !a[0].Time.Equal(cl.stale.at) || a[0].Node != cl.nodes[1].cred.ID() || a[1].Node != "" || a[2].Node != "" {
+		t.Errorf("captures of %s: %+v", aKey, a)
+	}
+
+	rev := all(t, func(fn func(index.Capture) (bool, error)) error { return cl.net.Range(ctx, "", "", true, fn) })
+	slices.Reverse(want)
+	if !reflect.DeepEqual(rev, want) {
+		t.Errorf("Range reverse:\n got %+v\nwant %+v", rev, want)
+	}
+
+	// A range across sites, bounded both ways.
+	lo, hi := "test,b)/about", "test,e)/about"
+	sub := all(t, func(fn func(index.Capture) (bool, error)) error { return cl.net.Range(ctx, lo, hi, false, fn) })
+	if w := cl.union(t, lo, hi); !reflect.DeepEqual(sub, w) || len(w) != 12 {
+		t.Errorf("Range(%s, %s): %d captures, want %d", lo, hi, len(sub), len(w))
+	}
+
+	// Stopping early: fn returning false, and an error from fn.
+	var first []index.Capture
+	err := cl.net.Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
+		first = append(first, c)
+		return len(first) < 7, nil
+	})
+	slices.Reverse(want)
+	if err != nil || !reflect.DeepEqual(first, want[:7]) {
+		t.Errorf("Range stopped after 7: %d captures, %v", len(first), err)
+	}
+	stop := errors.New("enough")
+	n := 0
+	err = cl.net.Range(ctx, "", "", true, func(index.Capture) (bool, error) { n++; return true, stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Errorf("Range with fn failing: %d calls, %v", n, err)
+	}
+	// The nodes are still fine after streams were abandoned.
+	if again := all(t, func(fn func(index.Capture) (bool, error)) error { return cl.net.Range(ctx, "", "", false, fn) }); len(again) != len(want) {
+		t.Errorf("Range after early stops: %d captures", len(again))
+	}
+
+	// An empty range asks nobody.
+	before := cl.nodes[1].calls.Load() + cl.nodes[2].calls.Load()
+	if got := all(t, func(fn func(index.Capture) (bool, error)) error {
+		return cl.net.Range(ctx, "test,c", "test,b", false, fn)
+	}); len(got) != 0 {
+		t.Errorf("empty range: %d captures", len(got))
+	}
+	if after := cl.nodes[1].calls.Load() + cl.nodes[2].calls.Load(); after != before {
+		t.Errorf("an empty range made %d requests", after-before)
+	}
+}
+
+func TestRangeOneSite(t *testing.T) {
+	cl := newCluster(t)
+	ctx := context.Background()
+	// The keys of e.test: asked of its owner, node 1, only.
+	lo, hi := "test,e)/", "test,e)0"
+	got := all(t, func(fn func(index.Capture) (bool, error)) error { return cl.net.Range(ctx, lo, hi, false, fn) })
+	if want := cl.held(t, 1, lo, hi); len(want) != 4 || !reflect.DeepEqual(got, want) {
+		t.Errorf("Range of one site: %+v, want %+v", got, want)
+	}
+	if c1, c2 := cl.nodes[1].calls.Load(), cl.nodes[2].calls.Load(); c1 != 1 || c2 != 0 {
+		t.Errorf("Range of one site: %d and %d requests to nodes 1 and 2, want 1 and 0", c1, c2)
+	}
+	// A site's prefix of a single path, and a site of node 0's.
+	if got := all(t, func(fn func(index.Capture) (bool, error)) error {
+		return cl.net.Range(ctx, "test,e)/about", "test,e)/about\x01", true, fn)
+	}); len(got) != 2 || got[0].Time.Before(got[1].Time) {
+		t.Errorf("Range of one URL, reverse: %+v", got)
+	}
+	if got := all(t, func(fn func(index.Capture) (bool, error)) error {
+		return cl.net.Range(ctx, "test,d)/", "test,d)0", false, fn)
+	}); len(got) != 4 {
+		t.Errorf("Range of an own site: %d captures", len(got))
+	}
+	if c1, c2 := cl.nodes[1].calls.Load(), cl.nodes[2].calls.Load(); c1 != 2 || c2 != 0 {
+		t.Errorf("%d and %d requests to nodes 1 and 2, want 2 and 0", c1, c2)
+	}
+	for _, tc := range []struct {
+		lo, hi string
+		one    bool
+	}{
+		{"test,e)/", "test,e)0", true},
+		{"test,e)/a", "test,e)/b", true},
+		{"test,e)/", "test,e)1", false},
+		{"test,e)/", "", false},
+		{"test,e", "test,e)0", false},
+		{"", "test,a)/", false},
+	} {
+		if _, one := oneSite(tc.lo, tc.hi); one != tc.one {
+			t.Errorf("oneSite(%q, %q) = %v", tc.lo, tc.hi, one)
+		}
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	cl := newCluster(t)
+	ctx := context.Background()
+	key := keyOf(t, "http://c.test/")
+	caps := all(t, func(fn func(index.Capture) (bool, error)) error { return cl.net.Captures(ctx, key, false, fn) })
+	cl.nodes[2].stop()
+
+	err := cl.net.Captures(ctx, key, false, func(index.Capture) (bool, error) { return true, nil })
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), cl.nodes[2].cred.ID()) {
+		t.Errorf("Captures from a stopped owner: %v", err)
+	}
+	n := 0
+	err = cl.net.Range(ctx, "", "", false, func(index.Capture) (bool, error) { n++; return true, nil })
+	if !errors.Is(err, ErrUnavailable) || n != 0 {
+		t.Errorf("Range with a member stopped: %d captures, %v", n, err)
+	}
+	if _, err := cl.net.Record(ctx, caps[0]); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Record from a stopped node: %v", err)
+	}
+	if _, _, err := cl.net.ByDigest(ctx, caps[0], caps[0].Digest); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("ByDigest on a stopped node: %v", err)
+	}
+	// A node that is no longer a member, and a site nobody owns.
+	gone := cl.network(cl.nodes[0], []Node{cl.nodes[0].node(), cl.nodes[1].node()})
+	if _, err := gone.Record(ctx, caps[0]); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "not a live member") {
+		t.Errorf("Record from a departed node: %v", err)
+	}
+	err = cl.net.Captures(ctx, "org,nobody)/", false, func(index.Capture) (bool, error) { return true, nil })
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Captures of an unowned site: %v", err)
+	}
+	// The caller's own cancellation is not the network's failure.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	err = cl.net.Captures(cctx, keyOf(t, "http://b.test/"), false, func(index.Capture) (bool, error) { return true, nil })
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) {
+		t.Errorf("Captures with a cancelled context: %v", err)
+	}
+}
+
+// get sends a GET of path to node with c and returns the status and body.
+func get(t *testing.T, c *peer.Client, n *testNode, path string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(context.Background(), n.addr, n.cred.ID(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
+}
+
+func TestHandlerRequests(t *testing.T) {
+	cl := newCluster(t)
+	n := cl.nodes[1]
+	caps := cl.held(t, 1, "", "")
+	c := caps[0]
+	seg := filepath.Join(n.local.dir, c.Segment)
+	file, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(n.local.dir), "secret.warc.gz"), []byte("\x1f\x8bsecret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../secret.warc.gz", filepath.Join(n.local.dir, "link.warc.gz")); err != nil {
+		t.Fatal(err)
+	}
+	loc := func(segment string, off, length any) string {
+		return recordPath + "?" + url.Values{"segment": {segment}, "offset": {fmt.Sprint(off)}, "length": {fmt.Sprint(length)}}.Encode()
+	}
+	status, body := get(t, cl.client, n, loc(c.Segment, c.Offset, c.Length))
+	if status != http.StatusOK || !bytes.Equal(body, file[c.Offset:c.Offset+c.Length]) {
+		t.Errorf("record: %d, %d bytes", status, len(body))
+	}
+	for _, tc := range []struct {
+		path string
+		want int
+	}{
+		{loc("../db/MANIFEST.warc.gz", 0, 10), http.StatusBadRequest},
+		{loc("a/"+c.Segment, 0, 10), http.StatusBadRequest},
+		{loc(`a\`+c.Segment, 0, 10), http.StatusBadRequest},
+		{loc("/etc/passwd", 0, 10), http.StatusBadRequest},
+		{loc(".warc.gz", 0, 10), http.StatusBadRequest},
+		{loc(".hidden.warc.gz", 0, 10), http.StatusBadRequest},
+		{loc("x..warc.gz", 0, 10), http.StatusBadRequest},
+		{loc(strings.TrimSuffix(c.Segment, ".gz"), 0, 10), http.StatusBadRequest},
+		{loc(c.Segment+"\x00", 0, 10), http.StatusBadRequest},
+		{loc("", 0, 10), http.StatusBadRequest},
+		{loc(c.Segment, -1, 10), http.StatusBadRequest},
+		{loc(c.Segment, 0, 0), http.StatusBadRequest},
+		{loc(c.Segment, 0, MaxRecordBytes+1), http.StatusBadRequest},
+		{loc(c.Segment, "x", 10), http.StatusBadRequest},
+		{loc(c.Segment, len(file)-5, 10), http.StatusBadRequest},
+		{loc(c.Segment, c.Offset+1, 10), http.StatusBadRequest}, // not a gzip member's start
+		{loc("waggle-19990101000000-00099.warc.gz", 0, 10), http.StatusNotFound},
+		{loc("link.warc.gz", 0, 8), http.StatusNotFound}, // out of the WARC directory
+		{loc(c.Segment, 0, 10) + "&offset=3", http.StatusBadRequest},
+		{loc(c.Segment, 0, 10) + "&x=1", http.StatusBadRequest},
+		{rangePath + "?key=test,b)/&lo=a", http.StatusBadRequest},
+		{rangePath + "?key=", http.StatusBadRequest},
+		{rangePath + "?lo=a&from=2024", http.StatusBadRequest},
+		{rangePath + "?key=a&from=yesterday", http.StatusBadRequest},
+		{rangePath + "?lo=a&reverse=maybe", http.StatusBadRequest},
+		{rangePath + "?lo=a&limit=-1", http.StatusBadRequest},
+		{rangePath + "?lo=a&lo=b", http.StatusBadRequest},
+		{rangePath + "?lo=%zz", http.StatusBadRequest},
+		{digestPath, http.StatusBadRequest},
+		{Path + "nothing", http.StatusNotFound},
+	} {
+		if status, body := get(t, cl.client, n, tc.path); status != tc.want {
+			t.Errorf("GET %s: %d %q; want %d", tc.path, status, body, tc.want)
+		}
+	}
+
+	// limit bounds a stream, which still ends properly.
+	status, body = get(t, cl.client, n, rangePath+"?lo=&limit=3")
+	got, err := decodeAll(body)
+	if status != http.StatusOK || !errors.Is(err, io.EOF) || len(got) != 3 {
+		t.Errorf("range with limit 3: %d, %d captures, %v", status, len(got), err)
+	}
+	// A window in 14-digit timestamps: the to second is whole.
+	key := keyOf(t, "http://b.test/")
+	all := cl.held(t, 1, key+"\x00", key+"\x01")
+	ts := all[1].Timestamp14()
+	status, body = get(t, cl.client, n, rangePath+"?"+url.Values{"key": {key}, "from": {ts}, "to": {ts}}.Encode())
+	if got, err := decodeAll(body); status != http.StatusOK || !errors.Is(err, io.EOF) || len(got) != 1 || !got[0].Time.Equal(all[1].Time) {
+		t.Errorf("range of one second: %d, %+v, %v", status, got, err)
+	}
+
+	// Not through a peer server: refused.
+	rec := httptest.NewRecorder()
+	Handler(n.local).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, loc(c.Segment, c.Offset, c.Length), nil))
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("request without a peer caller: %d, want 403", rec.Code)
+	}
+	// POST is not served.
+	req, _ := http.NewRequest(http.MethodPost, rangePath, nil)
+	resp, err := cl.client.Do(context.Background(), n.addr, n.cred.ID(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d", resp.StatusCode)
+	}
+	// A TLS client without a certificate gets no answer at all.
+	var p http.Protocols
+	p.SetHTTP2(true)
+	tr := &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}}
+	defer tr.CloseIdleConnections()
+	before := n.calls.Load()
+	for _, path := range []string{loc(c.Segment, c.Offset, c.Length), rangePath + "?lo=", digestPath + "?d=" + url.QueryEscape(c.Digest)} {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+n.addr+path, nil)
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+			t.Errorf("GET %s without a client certificate: %s", path, resp.Status)
+		}
+	}
+	if after := n.calls.Load(); after != before {
+		t.Errorf("the handler ran %d times for a client without a certificate", after-before)
+	}
+}
+
+func TestUntrustedPeer(t *testing.T) {
+	cl := newCluster(t)
+	ctx := context.Background()
+	cred, err := admission.Admit(cl.dir, "liar", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer atomic.Pointer[http.HandlerFunc]
+	addr, _ := servePeer(t, &cred, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*answer.Load())(w, r) }))
+	liar := Node{ID: cred.ID(), Addr: addr}
+	const liarKey = "test,liar)/"
+	net := NewNetwork(NetworkConfig{
+		Local: cl.nodes[0].local, Self: cl.nodes[0].cred.ID(), Client: cl.client,
+		Owner:   func(string) (string, string, bool) { return liar.ID, liar.Addr, true },
+		Members: func() []Node { return []Node{cl.nodes[0].node(), liar} },
+	})
+	// Real captures and records of node 1, which the liar passes off as its own.
+	src := cl.held(t, 1, "test,b)/\x00", "test,b)/\x01")
+	good := slices.Clone(src)
+	for k := range good {
+		good[k].URLKey, good[k].Node = liarKey, liar.ID
+	}
+	stream := func(caps []index.Capture, tail func(*captureEncoder) error) func(http.ResponseWriter, *http.Request) {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", streamContentType)
+			w.Write(encodeStream(t, caps, tail))
+		}
+	}
+	serve := func(h func(http.ResponseWriter, *http.Request)) { f := http.HandlerFunc(h); answer.Store(&f) }
+	collect := func(scan func(fn func(index.Capture) (bool, error)) error) ([]index.Capture, error) {
+		var got []index.Capture
+		err := scan(func(c index.Capture) (bool, error) { got = append(got, c); return true, nil })
+		return got, err
+	}
+	captures := func() ([]index.Capture, error) {
+		return collect(func(fn func(index.Capture) (bool, error)) error { return net.Captures(ctx, liarKey, false, fn) })
+	}
+
+	// The honest answer passes.
+	serve(stream(good, nil))
+	if got, err := captures(); err != nil || !reflect.DeepEqual(got, good) {
+		t.Fatalf("honest answer: %+v, %v", got, err)
+	}
+	other := slices.Clone(good)
+	other[1].URLKey = "test,liar)/other"
+	cut := func(*captureEncoder) error { return nil }
+	for name, h := range map[string]func(http.ResponseWriter, *http.Request){
+		"out of order":   stream([]index.Capture{good[1], good[0]}, nil),
+		"twice the same": stream([]index.Capture{good[0], good[0]}, nil),
+		"another key":    stream(other, nil),
+		"cut off":        stream(good, cut),
+		"error frame":    stream(good[:1], func(e *captureEncoder) error { return e.fail("disk gone") }),
+		"wrong count":    stream(good, func(e *captureEncoder) error { e.n = 9; return e.end() }),
+		"garbage": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", streamContentType)
+			w.Write([]byte("WGC\x01\x01\xff"))
+		},
+		"not a stream":   func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("<html>hello</html>")) },
+		"server error":   func(w http.ResponseWriter, _ *http.Request) { http.Error(w, strings.Repeat("no ", 1000), 500) },
+		"nothing at all": func(w http.ResponseWriter, _ *http.Request) { w.Header().Set("Content-Type", streamContentType) },
+	} {
+		serve(h)
+		if got, err := captures(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), liar.ID) {
+			t.Errorf("%s: %d captures, %v; want ErrUnavailable", name, len(got), err)
+		} else if len(err.Error()) > 1000 {
+			t.Errorf("%s: an error of %d bytes", name, len(err.Error()))
+		}
+	}
+
+	// A member failing in the middle of a merge fails the merge.
+	serve(func(w http.ResponseWriter, r *http.Request) {
+		q, _, err := parseQuery(r.URL.Query())
+		if err != nil || q.byKey {
+			t.Errorf("merge asked the liar %s", r.URL.RawQuery)
+		}
+		stream([]index.Capture{{URLKey: "test,zz)/", Time: t0, URL: "http://zz.test/"}}, cut)(w, r)
+	})
+	if got, err := collect(func(fn func(index.Capture) (bool, error)) error { return net.Range(ctx, "", "", false, fn) }); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Range with a member cut off: %d captures, %v", len(got), err)
+	}
+
+	// ByDigest answers.
+	serve(stream(good[:1], nil))
+	if c, ok, err := net.ByDigest(ctx, good[0], good[0].Digest); err != nil || !ok || c.Node != liar.ID {
+		t.Errorf("honest ByDigest: %+v, %v, %v", c, ok, err)
+	}
+	if _, _, err := net.ByDigest(ctx, good[0], "sha1:OTHER"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("ByDigest answered with another digest's capture: %v", err)
+	}
+	serve(stream(good, nil))
+	if _, _, err := net.ByDigest(ctx, good[0], good[0].Digest); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("ByDigest answered with two captures: %v", err)
+	}
+
+	// Record answers.
+	c := good[0]
+	file, err := os.ReadFile(filepath.Join(cl.nodes[1].local.dir, c.Segment))
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := file[c.Offset : c.Offset+c.Length]
+	bytesAnswer := func(b []byte) func(http.ResponseWriter, *http.Request) {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Write(b)
+		}
+	}
+	serve(bytesAnswer(member))
+	rec, err := net.Record(ctx, c)
+	if err != nil {
+		t.Fatalf("honest record: %v", err)
+	}
+	own, _ := cl.nodes[1].local.Record(ctx, src[0])
+	sameRecord(t, rec, own)
+
+	// The same record with a byte of its block changed, in a sound gzip member.
+	zr, err := gzip.NewReader(bytes.NewReader(member))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain[len(plain)-5] ^= 1
+	var damaged bytes.Buffer
+	zw := gzip.NewWriter(&damaged)
+	zw.Write(plain)
+	zw.Close()
+	serve(bytesAnswer(damaged.Bytes()))
+	dc := c
+	dc.Length = int64(damaged.Len())
+	if _, err := net.Record(ctx, dc); !errors.Is(err, ErrUnavailable) || !errors.Is(err, warc.ErrDigestMismatch) {
+		t.Errorf("record with a damaged block: %v", err)
+	}
+	flipped := bytes.Clone(member)
+	flipped[len(flipped)-6] ^= 0xff // in the CRC-32 trailer
+	for name, tc := range map[string]struct {
+		c    index.Capture
+		body []byte
+	}{
+		"short":          {c, member[:len(member)/2]},
+		"long":           {c, append(bytes.Clone(member), member...)},
+		"bad CRC":        {c, flipped},
+		"not gzip":       {c, bytes.Repeat([]byte("x"), int(c.Length))},
+		"another record": {func() index.Capture { o := c; o.RecordID = "<urn:uuid:someone-else>"; return o }(), member},
+	} {
+		serve(bytesAnswer(tc.body))
+		if _, err := net.Record(ctx, tc.c); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("record answer %s: %v", name, err)
+		}
+	}
+	for _, length := range []int64{0, -1, MaxRecordBytes + 1} {
+		lc := c
+		lc.Length = length
+		if _, err := net.Record(ctx, lc); err == nil {
+			t.Errorf("Record with length %d: no error", length)
+		}
+	}
+}
+
+// Ensure a stream goes out before the scan ends: the handler flushes
+// after the first capture, so a reader sees it while the rest is pending.
+func TestStreamIsStreamed(t *testing.T) {
+	pr, pw := io.Pipe()
+	rec := &pipeWriter{header: http.Header{}, w: pw}
+	release := make(chan struct{})
+	go func() {
+		stream(context.Background(), rec, 0, func(fn func(index.Capture) (bool, error)) error {
+			fn(sampleCaptures()[0])
+			<-release
+			fn(sampleCaptures()[2])
+			return nil
+		})
+		pw.Close()
+	}()
+	dec, err := newCaptureDecoder(bufio.NewReader(pr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := dec.next(); err != nil || c.URLKey != sampleCaptures()[0].URLKey {
+		t.Fatalf("first capture before the scan ended: %+v, %v", c, err)
+	}
+	close(release)
+	if c, err := dec.next(); err != nil || c.URLKey != sampleCaptures()[2].URLKey {
+		t.Fatalf("second capture: %+v, %v", c, err)
+	}
+	if _, err := dec.next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("end: %v", err)
+	}
+}
+
+// pipeWriter is a ResponseWriter that passes each flush to a pipe.
+type pipeWriter struct {
+	header http.Header
+	w      *io.PipeWriter
+	buf    bytes.Buffer
+}
+
+func (p *pipeWriter) Header() http.Header         { return p.header }
+func (p *pipeWriter) WriteHeader(int)             {}
+func (p *pipeWriter) Write(b []byte) (int, error) { return p.buf.Write(b) }
+func (p *pipeWriter) Flush() {
+	p.w.Write(p.buf.Bytes())
+	p.buf.Reset()
+}

@@ -1,0 +1,153 @@
+package archive
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+)
+
+func sampleCaptures() []index.Capture {
+	t0 := time.Date(2024, 5, 1, 12, 0, 0, 123456789, time.UTC)
+	return []index.Capture{
+		{URLKey: "test,a)/", Time: t0, URL: "http://a.test/", Type: "response", Status: 200, MIME: "text/html",
+			Digest: "sha1:AAAA", Segment: "waggle-20240501120000-00001.warc.gz", Offset: 0, Length: 812,
+			RecordID: "<urn:uuid:1>"},
+		{URLKey: "test,a)/", Time: t0.Add(time.Hour), URL: "http://a.test/", Type: "revisit", Status: 200,
+			Digest: "sha1:AAAA", Segment: "waggle-20240501120000-00001.warc.gz", Offset: 812, Length: 400,
+			RecordID: "<urn:uuid:2>"},
+		{URLKey: "test,a)/b", Time: t0, URL: "http://a.test/b", Type: "response", Status: 301,
+			Segment: "waggle-20240501120000-00002.warc.gz", Offset: 1 << 40, Length: 99, Redirect: "http://a.test/c"},
+		{URLKey: "test,b)/", Time: time.Unix(0, 0).UTC(), URL: "http://b.test/", Type: "response"},
+	}
+}
+
+func encodeStream(t testing.TB, caps []index.Capture, tail func(*captureEncoder) error) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	enc, err := newCaptureEncoder(bw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range caps {
+		if err := enc.capture(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tail == nil {
+		tail = (*captureEncoder).end
+	}
+	if err := tail(enc); err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// decodeAll returns the captures of a stream and the error that ended it
+// (io.EOF for a complete one).
+func decodeAll(data []byte) ([]index.Capture, error) {
+	dec, err := newCaptureDecoder(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	var caps []index.Capture
+	for {
+		c, err := dec.next()
+		if err != nil {
+			return caps, err
+		}
+		caps = append(caps, c)
+	}
+}
+
+func TestStreamRoundTrip(t *testing.T) {
+	want := sampleCaptures()
+	data := encodeStream(t, want, nil)
+	got, err := decodeAll(data)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("decode: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
+	}
+	// Front coding: the second capture's key costs nothing but its shared length.
+	if n := bytes.Count(data, []byte("test,a)/")); n != 1 {
+		t.Errorf("key test,a)/ written %d times, want once", n)
+	}
+
+	got, err = decodeAll(encodeStream(t, want[:2], func(e *captureEncoder) error { return e.fail("disk on fire") }))
+	var re remoteError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "disk on fire") || len(got) != 2 {
+		t.Errorf("error frame: %d captures, %v", len(got), err)
+	}
+}
+
+func TestStreamMalformed(t *testing.T) {
+	full := encodeStream(t, sampleCaptures(), nil)
+	endless := encodeStream(t, sampleCaptures(), func(*captureEncoder) error { return nil })
+	for name, data := range map[string][]byte{
+		"empty":               {},
+		"bad magic":           []byte("WGC\x02"),
+		"cut in a frame":      full[:len(full)-5],
+		"no end frame":        endless,
+		"data after the end":  append(append([]byte(nil), full...), 0),
+		"wrong count":         append(append([]byte(nil), endless...), tagEnd, 1, 9),
+		"unknown frame":       append(append([]byte(nil), endless...), 9, 0),
+		"huge frame":          append(append([]byte(nil), streamMagic[:]...), tagCapture, 0xff, 0xff, 0xff, 0xff, 0x0f),
+		"shared past the key": append(append([]byte(nil), streamMagic[:]...), tagCapture, 2, 5, 0),
+		"empty key":           append(append(append([]byte(nil), streamMagic[:]...), tagCapture, 13), make([]byte, 13)...),
+	} {
+		_, err := decodeAll(data)
+		if err == nil || errors.Is(err, io.EOF) {
+			t.Errorf("%s: %v; want an error", name, err)
+		}
+	}
+	// A capture with a negative offset.
+	bad := sampleCaptures()[:1]
+	bad[0].Offset = -1
+	if _, err := decodeAll(encodeStream(t, bad, nil)); !errors.Is(err, errStream) {
+		t.Errorf("negative offset: %v", err)
+	}
+	// A capture too large to send is refused by the encoder, not sent.
+	big := sampleCaptures()[:1]
+	big[0].URL = strings.Repeat("x", maxFrame)
+	enc, _ := newCaptureEncoder(bufio.NewWriter(io.Discard))
+	if err := enc.capture(big[0]); !errors.Is(err, errOversize) {
+		t.Errorf("oversize capture: %v", err)
+	}
+}
+
+func FuzzDecodeCaptures(f *testing.F) {
+	caps := sampleCaptures()
+	f.Add(encodeStream(f, caps, nil))
+	f.Add(encodeStream(f, nil, nil))
+	f.Add(encodeStream(f, caps[:1], func(e *captureEncoder) error { return e.fail("x") }))
+	f.Add(encodeStream(f, caps, func(*captureEncoder) error { return nil }))
+	f.Add([]byte("WGC\x01"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := decodeAll(data)
+		if !errors.Is(err, io.EOF) {
+			return
+		}
+		// A stream that decodes whole encodes back to one that decodes
+		// to the same captures.
+		again, err := decodeAll(encodeStream(t, got, nil))
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("re-encoded stream: %v", err)
+		}
+		if !reflect.DeepEqual(again, got) && !(len(again) == 0 && len(got) == 0) {
+			t.Fatalf("re-encoded stream decodes differently:\n%+v\n%+v", again, got)
+		}
+	})
+}

@@ -1,0 +1,417 @@
+// Package node runs a waggle node: the long-lived process that crawls its
+// share of the web, archives it, serves replay, and — given a network
+// credential — takes part in a network of identical peers with no
+// coordinator.
+//
+// Data flows one way through a node (see docs/architecture.md):
+//
+//	frontier → fetch → WARC + index → extract → router ─┬→ frontier (hosts this node owns)
+//	                                                     └→ outbox → peer → owner's frontier
+//
+// Membership (gossip) says which nodes are live; the ring over them says
+// which node owns a host (urlkey.Site); the crawler fetches only what this
+// node owns and hands the rest, durably, to the owners. Replay asks the
+// owner of a URL's host for its captures, so any node answers for the
+// whole archive.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/admission"
+	"github.com/waggle-archive/waggle/internal/archive"
+	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/membership"
+	"github.com/waggle-archive/waggle/internal/outbox"
+	"github.com/waggle-archive/waggle/internal/peer"
+	"github.com/waggle-archive/waggle/internal/replay"
+)
+
+// Config configures a node. Crawl.Data is its data directory; the other
+// crawl settings apply to everything the node fetches.
+type Config struct {
+	Crawl crawl.Config
+
+	// HTTPAddr serves replay and /api/status; ContentAddr the replayed
+	// pages (default: HTTPAddr's host, next port). Empty HTTPAddr: no replay.
+	HTTPAddr, ContentAddr string
+
+	// Credential admits the node to a network; nil runs a single node,
+	// which needs none of the settings below.
+	Credential *admission.Credential
+	// PeerAddr is where the node serves peer RPC (mutual TLS).
+	PeerAddr string
+	// GossipAddr is where membership gossip is served, over TCP and UDP
+	// (default: PeerAddr's host, next port; port 0 stays 0).
+	GossipAddr string
+	// Advertise is the host name or IP the other nodes reach this node
+	// at (default: the host of PeerAddr, which must then be a specific
+	// address).
+	Advertise string
+	// Join lists peer addresses (host:port) of nodes of the network; empty
+	// starts a new network.
+	Join []string
+	// Capacity is the node's relative capacity (default 1): its share of
+	// hosts is in proportion.
+	Capacity int
+	// Replicas is how many nodes keep each capture (default 3); it is
+	// reported, and used by replication once that runs.
+	Replicas int
+	// Tuning sets membership timings (default: memberlist's LAN settings).
+	Tuning membership.Tuning
+
+	Logger *slog.Logger
+}
+
+// A Node is a running waggle node. Open it, Run it; Run's end closes it.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	db    *pebble.DB
+	crawl *crawl.Crawler
+	local *archive.Local
+	arc   archive.Archive
+	start time.Time
+
+	// Listeners, opened by Open so that their addresses are known at once.
+	peerLn, uiLn, contentLn net.Listener
+	admin                   *adminServer
+
+	// Network parts; nil for a single node.
+	client  *peer.Client
+	members *membership.Membership
+	out     *outbox.Outbox
+	router  *router
+
+	received, refused atomic.Int64 // URLs accepted from peers, and turned down
+	rate              rate
+
+	seedMu     sync.Mutex
+	seedSynced map[string]bool // members whose seeds this node has
+}
+
+// Open opens the node's data directory and listeners, and joins its network.
+func Open(ctx context.Context, cfg Config) (n *Node, err error) {
+	if cfg.Crawl.Data == "" {
+		return nil, errors.New("node: no data directory")
+	}
+	if cfg.Capacity == 0 {
+		cfg.Capacity = 1
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 3
+	}
+	if cfg.Capacity < 1 || cfg.Capacity > membership.MaxCapacity {
+		return nil, fmt.Errorf("node: capacity %d out of range [1, %d]", cfg.Capacity, membership.MaxCapacity)
+	}
+	if cfg.Replicas < 1 {
+		return nil, fmt.Errorf("node: replicas %d: at least 1", cfg.Replicas)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n = &Node{cfg: cfg, log: log, start: time.Now(), seedSynced: map[string]bool{}}
+	defer func() {
+		if err != nil {
+			n.close()
+		}
+	}()
+	if err := os.MkdirAll(cfg.Crawl.Data, 0o755); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if n.db, err = crawl.OpenDB(cfg.Crawl.Data); err != nil {
+		return nil, err
+	}
+	n.local = archive.NewLocal(index.New(n.db), filepath.Join(cfg.Crawl.Data, "warc"))
+	n.arc = n.local
+	if n.admin, err = listenAdmin(cfg.Crawl.Data); err != nil {
+		return nil, err
+	}
+	if cfg.HTTPAddr != "" {
+		if n.uiLn, n.contentLn, err = replay.Listen(cfg.HTTPAddr, cfg.ContentAddr); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Credential != nil {
+		if err := n.openNetwork(ctx); err != nil {
+			return nil, err
+		}
+	}
+	cc := cfg.Crawl
+	cc.DB = n.db
+	cc.Continuous = true
+	cc.Logger = log
+	if n.router != nil {
+		cc.Router = n.router
+	}
+	if n.crawl, err = crawl.Open(cc); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// openNetwork opens the peer listener and the outbox, and starts membership.
+func (n *Node) openNetwork(ctx context.Context) error {
+	cfg := n.cfg
+	if cfg.PeerAddr == "" {
+		return errors.New("node: a network node needs a peer address (--peer)")
+	}
+	var err error
+	if n.peerLn, err = net.Listen("tcp", cfg.PeerAddr); err != nil {
+		return fmt.Errorf("node: peer listener: %w", err)
+	}
+	advertise := cfg.Advertise
+	if advertise == "" {
+		host, _, _ := net.SplitHostPort(cfg.PeerAddr)
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			return fmt.Errorf("node: --peer %s listens on every address: say with --advertise which one the other nodes reach", cfg.PeerAddr)
+		}
+		advertise = host
+	}
+	peerAddr := withHost(advertise, n.peerLn.Addr())
+	httpAddr := peerAddr // a node without replay still advertises a valid address
+	if n.uiLn != nil {
+		httpAddr = withHost(advertise, n.uiLn.Addr())
+	}
+	gossip := cfg.GossipAddr
+	if gossip == "" {
+		host, _, _ := net.SplitHostPort(cfg.PeerAddr)
+		port := n.peerLn.Addr().(*net.TCPAddr).Port + 1
+		if _, p, _ := net.SplitHostPort(cfg.PeerAddr); p == "0" {
+			port = 0
+		}
+		gossip = net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	n.client = peer.NewClient(cfg.Credential)
+	join := n.resolveJoin(ctx, cfg.Join)
+	n.router = &router{self: cfg.Credential.ID()}
+	n.out, err = outbox.Open(outbox.Config{
+		DB:      n.db,
+		Client:  n.client,
+		Resolve: n.resolve,
+		Logger:  n.log,
+	})
+	if err != nil {
+		return err
+	}
+	n.router.out = n.out
+	n.members, err = membership.Start(ctx, membership.Config{
+		Credential:    cfg.Credential,
+		BindAddr:      gossip,
+		AdvertiseAddr: advertiseGossip(advertise, gossip),
+		Capacity:      cfg.Capacity,
+		HTTPAddr:      httpAddr,
+		PeerAddr:      peerAddr,
+		Join:          join,
+		Verify: func(ctx context.Context, m membership.Member) error {
+			return n.client.Hello(ctx, m.PeerAddr, m.ID)
+		},
+		Logger: n.log,
+		Tuning: cfg.Tuning,
+	})
+	if err != nil {
+		return err
+	}
+	n.router.members = n.members
+	n.arc = archive.NewNetwork(archive.NetworkConfig{
+		Local:   n.local,
+		Self:    cfg.Credential.ID(),
+		Client:  n.client,
+		Owner:   n.owner,
+		Members: n.liveNodes,
+		Logger:  n.log,
+	})
+	return nil
+}
+
+// withHost is the address of a listener as the other nodes reach it.
+func withHost(host string, a net.Addr) string {
+	return net.JoinHostPort(host, strconv.Itoa(a.(*net.TCPAddr).Port))
+}
+
+// advertiseGossip is the gossip address to advertise when it is not the
+// bind address ("" lets memberlist use the bind address).
+func advertiseGossip(advertise, bind string) string {
+	host, port, err := net.SplitHostPort(bind)
+	if err != nil || host == advertise || port == "0" {
+		return ""
+	}
+	if ip := net.ParseIP(advertise); ip == nil {
+		return "" // memberlist advertises IPs only; the bind address must do
+	}
+	return net.JoinHostPort(advertise, port)
+}
+
+// resolveJoin turns the peer addresses of --join into gossip addresses, by
+// asking each node (over the authenticated channel) where it gossips. An
+// address that does not answer now is tried later at the conventional
+// gossip port, the peer port plus one.
+func (n *Node) resolveJoin(ctx context.Context, peers []string) []string {
+	var out []string
+	for _, addr := range peers {
+		g, err := n.gossipOf(ctx, addr)
+		if err != nil {
+			n.log.Warn("node: cannot ask a --join node for its gossip address; trying the peer port + 1", "addr", addr, "err", err)
+			host, port, perr := net.SplitHostPort(addr)
+			p, aerr := strconv.Atoi(port)
+			if perr != nil || aerr != nil {
+				n.log.Error("node: --join address is not host:port", "addr", addr)
+				continue
+			}
+			g = net.JoinHostPort(host, strconv.Itoa(p+1))
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// resolve gives the peer address of a live member, for the outbox.
+func (n *Node) resolve(id string) (string, bool) {
+	for _, m := range n.members.Members() {
+		if m.ID == id {
+			return m.PeerAddr, true
+		}
+	}
+	return "", false
+}
+
+// owner is the node that owns a site, for the network archive.
+func (n *Node) owner(site string) (id, addr string, ok bool) {
+	o, ok := n.members.Ring().Owner(site)
+	if !ok {
+		return "", "", false
+	}
+	addr, ok = n.resolve(o.ID)
+	return o.ID, addr, ok
+}
+
+func (n *Node) liveNodes() []archive.Node {
+	ms := n.members.Members()
+	out := make([]archive.Node, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, archive.Node{ID: m.ID, Addr: m.PeerAddr})
+	}
+	return out
+}
+
+// Run runs the node until ctx is done or a part of it fails, then shuts it
+// down: the node leaves its network, stops crawling with everything
+// fetched made durable, and closes its data directory.
+func (n *Node) Run(ctx context.Context) error {
+	defer n.close()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	fail := func(what string, err error) {
+		if err != nil && ctx.Err() == nil {
+			cancel(fmt.Errorf("node: %s: %w", what, err))
+		}
+	}
+	// The crawler must run before anything that feeds it.
+	crawlDone := make(chan struct{})
+	wg.Go(func() {
+		defer close(crawlDone)
+		_, err := n.crawl.Run(ctx)
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		fail("crawl", err)
+	})
+	wg.Go(func() { fail("admin socket", n.admin.serve(ctx, n)) })
+	wg.Go(func() { n.sampleRate(ctx) })
+	if n.uiLn != nil {
+		srv := replay.New(replay.Config{
+			Archive:     n.arc,
+			UIAddr:      n.uiLn.Addr().String(),
+			ContentAddr: n.contentLn.Addr().String(),
+			Status:      n.statusHandler(),
+			Logger:      n.log,
+		})
+		wg.Go(func() { fail("replay", replay.Serve(ctx, srv, n.uiLn, n.contentLn)) })
+	}
+	if n.members != nil {
+		srv := peer.NewServer(n.cfg.Credential, n.peerHandler(), n.log)
+		wg.Go(func() { fail("peer server", srv.Serve(ctx, n.peerLn)) })
+		wg.Go(func() { fail("outbox", n.out.Run(ctx)) })
+		wg.Go(func() { n.watch(ctx) })
+	}
+	<-ctx.Done()
+	if n.members != nil {
+		// Others stop routing here at once rather than after failure detection.
+		if err := n.members.Leave(2 * time.Second); err != nil {
+			n.log.Warn("node: leaving the network", "err", err)
+		}
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// close releases what Open acquired.
+func (n *Node) close() {
+	if n.members != nil {
+		n.members.Close()
+	}
+	if n.client != nil {
+		n.client.Close()
+	}
+	for _, ln := range []net.Listener{n.peerLn, n.uiLn, n.contentLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	if n.admin != nil {
+		n.admin.close()
+	}
+	if n.crawl != nil {
+		n.crawl.Close()
+	}
+	if n.db != nil {
+		n.db.Close()
+		n.db = nil
+	}
+}
+
+// Addrs are where a running node serves.
+type Addrs struct {
+	HTTP, Content, Peer, Gossip string
+}
+
+// Addrs returns the node's listening addresses ("" for a service it does not run).
+func (n *Node) Addrs() Addrs {
+	var a Addrs
+	if n.uiLn != nil {
+		a.HTTP, a.Content = n.uiLn.Addr().String(), n.contentLn.Addr().String()
+	}
+	if n.peerLn != nil {
+		a.Peer = n.peerLn.Addr().String()
+	}
+	if n.members != nil {
+		a.Gossip = n.members.Self().GossipAddr
+	}
+	return a
+}
+
+// ID returns the node's certified ID, or "" for a single node.
+func (n *Node) ID() string {
+	if n.cfg.Credential == nil {
+		return ""
+	}
+	return n.cfg.Credential.ID()
+}

@@ -1,0 +1,181 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/frontier"
+	"github.com/waggle-archive/waggle/internal/membership"
+	"github.com/waggle-archive/waggle/internal/outbox"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+)
+
+// router is the crawler's crawl.Router: the ring of the live members says
+// who owns a site, and the outbox carries URLs to them.
+type router struct {
+	self    string
+	members *membership.Membership
+	out     *outbox.Outbox
+}
+
+func (r *router) Owner(site string) string {
+	o, ok := r.members.Ring().Owner(site)
+	if !ok || o.ID == r.self {
+		return ""
+	}
+	return o.ID
+}
+
+func (r *router) Route(b *pebble.Batch, node string, items []frontier.Item) error {
+	return r.out.Add(b, node, links(items))
+}
+
+func (r *router) Handover(b *pebble.Batch, node string, items []frontier.Item) error {
+	return r.out.Forward(b, node, links(items))
+}
+
+func (r *router) Committed() { r.out.Committed() }
+
+func links(items []frontier.Item) []outbox.Link {
+	ls := make([]outbox.Link, len(items))
+	for i, it := range items {
+		ls[i] = outbox.Link{URL: it.URL, Depth: it.Depth, Embed: it.Embed}
+	}
+	return ls
+}
+
+// ownerOfURL is the ring's owner of a URL's site, this node included, for
+// rerouting queued URLs.
+func (n *Node) ownerOfURL(u string) string {
+	o, ok := n.members.Ring().Owner(urlkey.Site(u))
+	if !ok {
+		return ""
+	}
+	return o.ID
+}
+
+// seedSyncEvery is how often a node asks every member for the seeds it
+// knows, besides asking each member once as it appears: seeds define the
+// scope every node judges URLs by.
+const seedSyncEvery = time.Minute
+
+// watch follows membership: when the members change, URLs queued for
+// peers move to their new owners (a peer gone for good keeps nothing), and
+// new members are asked for their seeds.
+func (n *Node) watch(ctx context.Context) {
+	tick := time.NewTicker(seedSyncEvery)
+	defer tick.Stop()
+	n.syncSeeds(ctx, false)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.members.Changes():
+			err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
+				return n.out.Reroute(b, n.ownerOfURL)
+			})
+			if err != nil && ctx.Err() == nil {
+				n.log.Error("node: rerouting queued URLs", "err", err)
+			}
+			n.syncSeeds(ctx, false)
+		case <-tick.C:
+			n.syncSeeds(ctx, true)
+		}
+	}
+}
+
+// syncSeeds asks members for their seeds: those not asked yet, or all.
+func (n *Node) syncSeeds(ctx context.Context, all bool) {
+	for _, m := range n.members.Members() {
+		if m.ID == n.ID() {
+			continue
+		}
+		n.seedMu.Lock()
+		done := n.seedSynced[m.ID]
+		n.seedMu.Unlock()
+		if done && !all {
+			continue
+		}
+		var seeds []string
+		if err := n.call(ctx, m.PeerAddr, m.ID, http.MethodGet, seedsPath, nil, &seeds); err != nil {
+			n.log.Warn("node: asking a member for its seeds", "member", m.Name, "err", err)
+			continue
+		}
+		if err := n.crawl.AddSeeds(ctx, seeds); err != nil {
+			n.log.Warn("node: recording seeds", "err", err)
+			continue
+		}
+		n.seedMu.Lock()
+		n.seedSynced[m.ID] = true
+		n.seedMu.Unlock()
+	}
+}
+
+// pushSeeds tells the other members of new seeds, best effort: a member
+// that misses them asks at its next sync.
+func (n *Node) pushSeeds(ctx context.Context, seeds []string) {
+	if n.members == nil {
+		return
+	}
+	for _, m := range n.members.Members() {
+		if m.ID == n.ID() {
+			continue
+		}
+		if err := n.call(ctx, m.PeerAddr, m.ID, http.MethodPost, seedsPath, seeds, nil); err != nil {
+			n.log.Warn("node: telling a member of new seeds", "member", m.Name, "err", err)
+		}
+	}
+}
+
+// maxAnswer bounds a JSON answer read from a peer.
+const maxAnswer = 8 << 20
+
+// call makes a JSON call to a member over the peer channel.
+func (n *Node) call(ctx context.Context, addr, id, method, path string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, path, body)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := n.client.Do(ctx, addr, id, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	if err != nil {
+		return fmt.Errorf("node: %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("node: %s %s: %s: %.200s", method, path, resp.Status, bytes.TrimSpace(data))
+	}
+	if len(data) > maxAnswer {
+		return fmt.Errorf("node: %s %s: answer over %d bytes", method, path, maxAnswer)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("node: %s %s: %w", method, path, err)
+	}
+	return nil
+}
