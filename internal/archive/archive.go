@@ -1,9 +1,11 @@
 // Package archive is the read side of a node's archive as replay sees it:
 // a capture index and the WARC records it points at. Local reads this
-// node's own data directory; Network answers for the whole network, asking
-// the node that owns a host (over the authenticated peer channel) for the
-// captures this node does not hold, and gathering from every node the
-// queries that span hosts.
+// node's own data directory; Network answers for the whole network over
+// the authenticated peer channel. It asks for the captures of a URL, or of
+// a range within one site, the node that owns the site first, and only
+// when that node has none or cannot be reached every other live node, as
+// captures can sit on previous owners and replicas; it gathers from every
+// node the queries that span sites.
 package archive
 
 import (

@@ -44,14 +44,26 @@ type NetworkConfig struct {
 	Logger  *slog.Logger // nil: log nothing
 }
 
-// Network is the archive of a whole network as one node sees it. The
-// captures of one URL are asked of the node that owns its site (this node's
-// are read locally); a range that spans sites is gathered from every live
-// node and merged in order. Captures read from another node carry its ID
-// in Node, and their records, digests and revisit originals are read from
-// that node. Whatever another node answers is checked before it is used:
-// a node that cannot be reached, or answers out of order, out of range or
-// with damaged bytes, is an error wrapping ErrUnavailable.
+// Network is the archive of a whole network as one node sees it.
+//
+// The captures of one URL, and a range within one site, are asked first of
+// the node that owns the site (this node's are read locally); when it has
+// any, its answer stands, so the common case is one call. Captures can also
+// sit on other nodes (made while the owner was away, on a previous owner,
+// on replicas), so when the owner has none, or cannot be reached, every
+// other live node is asked at once and their answers are merged in order.
+// That answer is partial when some node fails: captures found elsewhere are
+// given and the failures logged, but if none are found, a failure is
+// reported rather than "not archived". A range that spans sites is gathered
+// from every live node and merged in order, and fails if any node does.
+//
+// A capture that several nodes hold (the same key and time) is given once,
+// from the first of them: this node, then the members in the order Members
+// lists them. Captures read from another node carry its ID in Node, and
+// their records, digests and revisit originals are read from that node.
+// Whatever another node answers is checked before it is used: a node that
+// cannot be reached, or answers out of order, out of range or with damaged
+// bytes, is an error wrapping ErrUnavailable.
 type Network struct {
 	local   *Local
 	self    string
@@ -83,42 +95,117 @@ func (n *Network) CapturesBetween(ctx context.Context, urlKey string, from, to t
 	return n.captures(ctx, query{byKey: true, key: urlKey, from: from, to: to, reverse: reverse}, fn)
 }
 
-// captures answers a one-key query from the key's owner.
 func (n *Network) captures(ctx context.Context, q query, fn func(index.Capture) (bool, error)) error {
-	node, err := n.ownerOf(urlkey.SiteOfKey(q.key))
-	if err != nil {
-		return err
-	}
-	if node.ID == n.self {
-		if q.from.IsZero() && q.to.IsZero() {
-			return n.local.Captures(ctx, q.key, q.reverse, fn)
-		}
-		return n.local.CapturesBetween(ctx, q.key, q.from, q.to, q.reverse, fn)
-	}
-	return n.remote(ctx, node, q, fn)
+	return n.lookup(ctx, urlkey.SiteOfKey(q.key), q, fn)
 }
 
-// Range answers from the owner alone when every key in [lo, hi) belongs to
-// one site, and otherwise from every live node, merging their streams by
-// key and time. A capture that several nodes hold (the same key and time)
-// is given once, from the first of them: this node, then the members in
-// the order Members lists them.
+// Range answers as Captures does when every key in [lo, hi) belongs to one
+// site: from its owner, or failing that from the other nodes. Otherwise it
+// asks every live node, merging their streams by key and time.
 func (n *Network) Range(ctx context.Context, lo, hi string, reverse bool, fn func(index.Capture) (bool, error)) error {
 	if hi != "" && lo >= hi {
 		return nil
 	}
 	q := query{lo: lo, hi: hi, reverse: reverse}
 	if site, ok := oneSite(lo, hi); ok {
-		node, err := n.ownerOf(site)
-		if err != nil {
-			return err
-		}
-		if node.ID == n.self {
-			return n.local.Range(ctx, lo, hi, reverse, fn)
-		}
-		return n.remote(ctx, node, q, fn)
+		return n.lookup(ctx, site, q, fn)
 	}
 	return n.merge(ctx, q, fn)
+}
+
+// lookup answers q, whose keys are all of site, from the site's owner if it
+// has any capture for q, and otherwise from every other live node.
+func (n *Network) lookup(ctx context.Context, site string, q query, fn func(index.Capture) (bool, error)) error {
+	owner, ownerErr := n.ownerOf(site)
+	if ownerErr == nil {
+		found := false
+		var err error
+		if owner.ID == n.self {
+			err = n.scanLocal(ctx, q, func(c index.Capture) (bool, error) {
+				found = true
+				return fn(c)
+			})
+		} else {
+			found, err = n.remote(ctx, owner, q, fn)
+		}
+		// Once fn has been called the owner's answer stands, even if it
+		// fails later; before, only the owner being unavailable sends the
+		// query elsewhere (not the caller's cancellation).
+		if found || err != nil && !errors.Is(err, ErrUnavailable) {
+			return err
+		}
+		ownerErr = err
+	}
+	return n.elsewhere(ctx, q, owner.ID, ownerErr, fn)
+}
+
+// elsewhere answers q from every live node but owner (whose answer, empty
+// or ownerErr, was had already), merging what they hold. Unavailable nodes
+// are passed over when others have captures; when none has, the owner's
+// failure, or else the others', is the answer, for the captures may be
+// on a node that failed.
+func (n *Network) elsewhere(ctx context.Context, q query, owner string, ownerErr error, fn func(index.Capture) (bool, error)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	nodes := n.others(owner)
+	local := owner != n.self
+	if len(nodes) == 0 && !local {
+		return ownerErr
+	}
+	srcs, errs := n.openAll(ctx, q, nodes, local)
+	defer closeAll(srcs)
+	var failed []error
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, ErrUnavailable) {
+			return err // the caller's cancellation
+		}
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	found, more, err := n.mergeSources(q, srcs, true, fn)
+	if err != nil {
+		return err
+	}
+	failed = append(failed, more...)
+	if !found {
+		if ownerErr != nil {
+			return ownerErr
+		}
+		return errors.Join(failed...)
+	}
+	if ownerErr != nil {
+		failed = append(failed, ownerErr)
+	}
+	for _, err := range failed {
+		n.log.Warn("archive: captures may be missing: a node holding some could not be asked", "err", err)
+	}
+	return nil
+}
+
+// others returns the live members but this node and the node except,
+// each once, in the order Members lists them.
+func (n *Network) others(except string) []Node {
+	var nodes []Node
+	seen := map[string]bool{n.self: true, except: true}
+	for _, m := range n.members() {
+		if !seen[m.ID] {
+			seen[m.ID] = true
+			nodes = append(nodes, m)
+		}
+	}
+	return nodes
+}
+
+// scanLocal calls fn for each capture of this node's that answers q.
+func (n *Network) scanLocal(ctx context.Context, q query, fn func(index.Capture) (bool, error)) error {
+	switch {
+	case !q.byKey:
+		return n.local.Range(ctx, q.lo, q.hi, q.reverse, fn)
+	case q.from.IsZero() && q.to.IsZero():
+		return n.local.Captures(ctx, q.key, q.reverse, fn)
+	}
+	return n.local.CapturesBetween(ctx, q.key, q.from, q.to, q.reverse, fn)
 }
 
 // oneSite returns the site of every URL key k with lo <= k < hi, if they
@@ -310,23 +397,25 @@ func (s *remoteStream) close() {
 	s.body.Close()
 }
 
-// remote calls fn for each capture node answers to q.
-func (n *Network) remote(ctx context.Context, node Node, q query, fn func(index.Capture) (bool, error)) error {
+// remote calls fn for each capture node answers to q, and reports
+// whether it did at all.
+func (n *Network) remote(ctx context.Context, node Node, q query, fn func(index.Capture) (bool, error)) (found bool, err error) {
 	src, err := n.openSource(ctx, node, q)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer src.close()
 	for {
 		c, err := src.next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return found, nil
 		}
 		if err != nil {
-			return err
+			return found, err
 		}
+		found = true
 		if more, err := fn(c); err != nil || !more {
-			return err
+			return found, err
 		}
 	}
 }
@@ -369,10 +458,10 @@ func (n *Network) openSource(ctx context.Context, node Node, q query) (source, e
 	return source{next: next, close: s.close}, nil
 }
 
-// localSource is q's range of the local archive as a source.
+// localSource is q's answer from the local archive as a source.
 func (n *Network) localSource(ctx context.Context, q query) source {
 	next, stop := iter.Pull2(func(yield func(index.Capture, error) bool) {
-		err := n.local.Range(ctx, q.lo, q.hi, q.reverse, func(c index.Capture) (bool, error) {
+		err := n.scanLocal(ctx, q, func(c index.Capture) (bool, error) {
 			return yield(c, nil), nil
 		})
 		if err != nil {
@@ -392,75 +481,111 @@ func (n *Network) localSource(ctx context.Context, q query) source {
 }
 
 // merge answers a range query from every live node: it opens all their
-// streams at once and merges them, holding one capture per node.
+// streams at once and merges them, holding one capture per node. Any
+// node failing fails the query.
 func (n *Network) merge(ctx context.Context, q query, fn func(index.Capture) (bool, error)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var nodes []Node
-	seen := map[string]bool{n.self: true}
-	for _, m := range n.members() {
-		if !seen[m.ID] {
-			seen[m.ID] = true
-			nodes = append(nodes, m)
-		}
-	}
-	srcs := make([]source, len(nodes)+1)
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, m := range nodes {
-		wg.Go(func() { srcs[i+1], errs[i] = n.openSource(ctx, m, q) })
-	}
-	wg.Wait()
-	srcs[0] = n.localSource(ctx, q)
-	defer func() {
-		for _, s := range srcs {
-			if s.close != nil {
-				s.close()
-			}
-		}
-	}()
+	srcs, errs := n.openAll(ctx, q, n.others(n.self), true)
+	defer closeAll(srcs)
 	if err := errors.Join(errs...); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return err
 	}
+	_, _, err := n.mergeSources(q, srcs, false, fn)
+	return err
+}
 
+// openAll opens q on nodes at once; with local, this node's archive is the
+// first source. A node that could not be opened has a zero source and its
+// error at its place in errs.
+func (n *Network) openAll(ctx context.Context, q query, nodes []Node, local bool) ([]source, []error) {
+	base := 0
+	if local {
+		base = 1
+	}
+	srcs := make([]source, base+len(nodes))
+	if local {
+		srcs[0] = n.localSource(ctx, q)
+	}
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, m := range nodes {
+		wg.Go(func() { srcs[base+i], errs[i] = n.openSource(ctx, m, q) })
+	}
+	wg.Wait()
+	return srcs, errs
+}
+
+func closeAll(srcs []source) {
+	for _, s := range srcs {
+		if s.close != nil {
+			s.close()
+		}
+	}
+}
+
+// mergeSources calls fn for the captures of srcs (zero ones skipped) in
+// q's order, each key and time once, from the first source holding it. If
+// partial, a source failing with ErrUnavailable is dropped, its error
+// returned in failed, and the merge goes on without it; any other error
+// ends the merge. found reports whether fn was called.
+func (n *Network) mergeSources(q query, srcs []source, partial bool, fn func(index.Capture) (bool, error)) (found bool, failed []error, err error) {
+	// pull reads source i's next capture; ok is false at its end, or when
+	// it failed and was dropped.
+	pull := func(i int) (c index.Capture, ok bool, err error) {
+		c, err = srcs[i].next()
+		switch {
+		case err == nil:
+			return c, true, nil
+		case errors.Is(err, io.EOF):
+			return c, false, nil
+		case partial && errors.Is(err, ErrUnavailable):
+			failed = append(failed, err)
+			srcs[i].close()
+			srcs[i].close = nil
+			return c, false, nil
+		}
+		return c, false, err
+	}
 	h := &mergeHeap{reverse: q.reverse}
 	for i, s := range srcs {
-		c, err := s.next()
-		if errors.Is(err, io.EOF) {
+		if s.next == nil {
 			continue
 		}
+		c, ok, err := pull(i)
 		if err != nil {
-			return err
+			return false, failed, err
 		}
-		h.items = append(h.items, mergeItem{c: c, src: i})
+		if ok {
+			h.items = append(h.items, mergeItem{c: c, src: i})
+		}
 	}
 	heap.Init(h)
 	var last index.Capture
-	emitted := false
 	for h.Len() > 0 {
 		top := &h.items[0]
 		c := top.c
-		if !emitted || compareCaptures(last, c) != 0 {
+		if !found || compareCaptures(last, c) != 0 {
+			last, found = c, true
 			if more, err := fn(c); err != nil || !more {
-				return err
+				return found, failed, err
 			}
-			last, emitted = c, true
 		}
-		next, err := srcs[top.src].next()
+		next, ok, err := pull(top.src)
 		switch {
-		case errors.Is(err, io.EOF):
-			heap.Pop(h)
 		case err != nil:
-			return err
+			return found, failed, err
+		case !ok:
+			heap.Pop(h)
 		default:
 			top.c = next
 			heap.Fix(h, 0)
 		}
 	}
-	return nil
+	return found, failed, nil
 }
 
 // compareCaptures orders captures as the index does: by URL key, then by

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -850,4 +851,177 @@ func (p *pipeWriter) Write(b []byte) (int, error) { return p.buf.Write(b) }
 func (p *pipeWriter) Flush() {
 	p.w.Write(p.buf.Bytes())
 	p.buf.Reset()
+}
+
+// movedCluster is the cluster with a fourth node, node 3, that holds
+// nothing and now owns a.test: its captures are on node 0 (the previous
+// owner), node 1 (an owner before that) and node 2 (a replica of one of
+// node 0's). It returns the network as node 0 sees it, logging to log.
+func movedCluster(t *testing.T, log *bytes.Buffer) (*cluster, *Network) {
+	t.Helper()
+	cl := newCluster(t)
+	cl.nodes = append(cl.nodes, newTestNode(t, cl.dir, "node3", nil))
+	cl.owners[urlkey.Site("http://a.test/")] = 3
+	n := cl.network(cl.nodes[0], nil)
+	n.log = slog.New(slog.NewTextHandler(log, nil))
+	return cl, n
+}
+
+// calls returns how many requests each node has answered.
+func (cl *cluster) calls() []int64 {
+	var c []int64
+	for _, n := range cl.nodes {
+		c = append(c, n.calls.Load())
+	}
+	return c
+}
+
+func TestCapturesElsewhere(t *testing.T) {
+	var log bytes.Buffer
+	cl, net := movedCluster(t, &log)
+	ctx := context.Background()
+	key := keyOf(t, "http://a.test/")
+	local := cl.held(t, 0, key, key+"\x01")
+	if len(local) != 2 {
+		t.Fatalf("fixture: node 0 holds %d captures of %s", len(local), key)
+	}
+	stale := cl.held(t, 1, key, key+"\x01")
+	// Node 1's capture comes first in time; node 2's replica of local[0]
+	// is given once, from node 0.
+	want := []index.Capture{stale[0], local[0], local[1]}
+
+	got := all(t, func(fn func(index.Capture) (bool, error)) error { return net.Captures(ctx, key, false, fn) })
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Captures(%s) with an empty owner:\n got %+v\nwant %+v", key, got, want)
+	}
+	if c := cl.calls(); !slices.Equal(c, []int64{0, 1, 1, 1}) {
+		t.Errorf("requests to each node: %v, want [0 1 1 1]", c)
+	}
+	rev := all(t, func(fn func(index.Capture) (bool, error)) error { return net.Captures(ctx, key, true, fn) })
+	if !reflect.DeepEqual(rev, []index.Capture{want[2], want[1], want[0]}) {
+		t.Errorf("Captures(%s, reverse): %+v", key, rev)
+	}
+	between := all(t, func(fn func(index.Capture) (bool, error)) error {
+		return net.CapturesBetween(ctx, key, cl.stale.at, cl.stale.at, false, fn)
+	})
+	if len(between) != 1 || between[0].Node != cl.nodes[1].cred.ID() || !between[0].Time.Equal(cl.stale.at) {
+		t.Errorf("CapturesBetween of the stale capture: %+v", between)
+	}
+	rec, err := net.Record(ctx, between[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own, err := cl.nodes[1].local.Record(ctx, between[0]); err != nil {
+		t.Fatal(err)
+	} else {
+		sameRecord(t, rec, own)
+	}
+	// Stopping early stops every stream, and the nodes are fine after.
+	n := 0
+	if err := net.Captures(ctx, key, false, func(index.Capture) (bool, error) { n++; return false, nil }); err != nil || n != 1 {
+		t.Errorf("Captures stopped after one: %d calls, %v", n, err)
+	}
+	stop := errors.New("enough")
+	if err := net.Captures(ctx, key, true, func(index.Capture) (bool, error) { return true, stop }); !errors.Is(err, stop) {
+		t.Errorf("Captures with fn failing: %v", err)
+	}
+
+	// A one-site range merges what the other nodes hold.
+	lo, hi := "test,a)/", "test,a)0"
+	r := all(t, func(fn func(index.Capture) (bool, error)) error { return net.Range(ctx, lo, hi, false, fn) })
+	if w := cl.union(t, lo, hi); len(w) != 5 || !reflect.DeepEqual(r, w) {
+		t.Errorf("Range of a moved site:\n got %+v\nwant %+v", r, w)
+	}
+
+	// A URL nobody holds: every node answers nothing, and so does Captures.
+	before := cl.calls()
+	if got := all(t, func(fn func(index.Capture) (bool, error)) error {
+		return net.Captures(ctx, keyOf(t, "http://a.test/nothing"), false, fn)
+	}); len(got) != 0 {
+		t.Errorf("Captures of an unarchived URL: %+v", got)
+	}
+	if after := cl.calls(); after[1]-before[1] != 1 || after[2]-before[2] != 1 || after[3]-before[3] != 1 {
+		t.Errorf("requests for an unarchived URL: %v then %v", before, after)
+	}
+
+	// An owner that holds captures is the only node asked, local or remote.
+	before = cl.calls()
+	if got := all(t, func(fn func(index.Capture) (bool, error)) error {
+		return net.Captures(ctx, keyOf(t, "http://e.test/"), false, fn)
+	}); len(got) != 2 || got[0].Node != cl.nodes[1].cred.ID() {
+		t.Errorf("Captures from a remote owner: %+v", got)
+	}
+	if got := all(t, func(fn func(index.Capture) (bool, error)) error {
+		return net.Range(ctx, "test,d)/", "test,d)0", false, fn)
+	}); len(got) != 4 || got[0].Node != "" {
+		t.Errorf("Range of an own site: %+v", got)
+	}
+	if after := cl.calls(); after[0] != before[0] || after[1]-before[1] != 1 || after[2] != before[2] || after[3] != before[3] {
+		t.Errorf("requests with owners holding captures: %v then %v", before, after)
+	}
+	if log.Len() != 0 {
+		t.Errorf("logged with every node up:\n%s", log.String())
+	}
+}
+
+func TestCapturesElsewhereOwnSite(t *testing.T) {
+	// b.test moves to node 0, which holds none of its captures yet.
+	cl := newCluster(t)
+	cl.owners[urlkey.Site("http://b.test/")] = 0
+	ctx := context.Background()
+	key := keyOf(t, "http://b.test/about")
+	got := all(t, func(fn func(index.Capture) (bool, error)) error { return cl.net.Captures(ctx, key, false, fn) })
+	if want := cl.held(t, 1, key, key+"\x01"); len(want) != 2 || !reflect.DeepEqual(got, want) {
+		t.Errorf("Captures(%s) from the previous owner:\n got %+v\nwant %+v", key, got, want)
+	}
+	if c := cl.calls(); !slices.Equal(c, []int64{0, 1, 1}) {
+		t.Errorf("requests to each node: %v, want [0 1 1]", c)
+	}
+}
+
+func TestCapturesElsewhereUnavailable(t *testing.T) {
+	var log bytes.Buffer
+	cl, net := movedCluster(t, &log)
+	ctx := context.Background()
+	key := keyOf(t, "http://a.test/")
+	nothing := keyOf(t, "http://a.test/nothing")
+	id := func(i int) string { return cl.nodes[i].cred.ID() }
+
+	// Owner up with nothing, node 1 down: what nodes 0 and 2 hold is
+	// given, node 1's failure logged.
+	cl.nodes[1].stop()
+	got := all(t, func(fn func(index.Capture) (bool, error)) error { return net.Captures(ctx, key, false, fn) })
+	if len(got) != 2 || got[0].Node != "" || got[1].Node != "" {
+		t.Errorf("Captures with a holder down: %+v", got)
+	}
+	if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), id(1)) {
+		t.Errorf("node 1's failure not logged:\n%s", log.String())
+	}
+	// ... but with nothing found, node 1 might hold the captures.
+	err := net.Captures(ctx, nothing, false, func(index.Capture) (bool, error) { return true, nil })
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), id(1)) {
+		t.Errorf("Captures found nowhere with node 1 down: %v", err)
+	}
+
+	// Owner down: the others' captures are found.
+	cl.nodes[3].stop()
+	log.Reset()
+	r := all(t, func(fn func(index.Capture) (bool, error)) error {
+		return net.Range(ctx, "test,a)/", "test,a)0", true, fn)
+	})
+	if len(r) != 4 || r[0].URLKey != keyOf(t, "http://a.test/about") || r[3].URLKey != key {
+		t.Errorf("Range of a site with its owner down: %+v", r)
+	}
+	if !strings.Contains(log.String(), id(3)) {
+		t.Errorf("the owner's failure not logged:\n%s", log.String())
+	}
+	// Owner down and nobody has any: the owner's failure.
+	err = net.Captures(ctx, nothing, false, func(index.Capture) (bool, error) { return true, nil })
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), id(3)) {
+		t.Errorf("Captures found nowhere with the owner down: %v", err)
+	}
+	err = net.CapturesBetween(ctx, key, t0.Add(100*time.Hour), time.Time{}, false, func(index.Capture) (bool, error) { return true, nil })
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), id(3)) {
+		t.Errorf("CapturesBetween found nowhere with the owner down: %v", err)
+	}
 }
