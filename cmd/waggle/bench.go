@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: waggle bench crawl|replay [flags]")
+		fmt.Fprintln(stderr, "usage: waggle bench crawl|replay|cluster [flags]")
 		return errUsage
 	}
 	switch args[0] {
@@ -22,6 +23,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return benchCrawl(ctx, args[1:], stdout, stderr)
 	case "replay":
 		return benchReplay(ctx, args[1:], stdout, stderr)
+	case "cluster":
+		return benchCluster(ctx, args[1:], stdout, stderr)
 	case "fetchloop":
 		return benchFetchLoop(ctx, args[1:], stdout, stderr)
 	}
@@ -91,5 +94,35 @@ func benchReplay(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer os.RemoveAll(dir)
 	opts.Dir = dir
 	_, err = bench.Replay(ctx, opts, stdout)
+	return err
+}
+
+func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench cluster", "[flags]", stderr)
+	var opts bench.ClusterOptions
+	websimFlags(fs, &opts.Web)
+	sizes := fs.String("nodes", "1,3,5", "network sizes to measure, comma-separated")
+	fs.IntVar(&opts.Workers, "workers", 16, "fetch workers per node")
+	fs.IntVar(&opts.HostPages, "max-host-pages", 300, "trap limit: URLs per host")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("%w: bad --nodes %q", errUsage, *sizes)
+		}
+		opts.Sizes = append(opts.Sizes, n)
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	opts.Bin = bin
+	if opts.Dir, err = os.MkdirTemp("", "waggle-bench-cluster-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(opts.Dir)
+	_, err = bench.Cluster(ctx, opts, stdout)
 	return err
 }

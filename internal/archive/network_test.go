@@ -905,7 +905,7 @@ func TestCapturesElsewhere(t *testing.T) {
 		return net.CapturesBetween(ctx, key, cl.stale.at, cl.stale.at, false, fn)
 	})
 	if len(between) != 1 || between[0].Node != cl.nodes[1].cred.ID() || !between[0].Time.Equal(cl.stale.at) {
-		t.Errorf("CapturesBetween of the stale capture: %+v", between)
+		t.Fatalf("CapturesBetween of the stale capture: %+v", between)
 	}
 	rec, err := net.Record(ctx, between[0])
 	if err != nil {
@@ -1023,5 +1023,56 @@ func TestCapturesElsewhereUnavailable(t *testing.T) {
 	err = net.CapturesBetween(ctx, key, t0.Add(100*time.Hour), time.Time{}, false, func(index.Capture) (bool, error) { return true, nil })
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), id(3)) {
 		t.Errorf("CapturesBetween found nowhere with the owner down: %v", err)
+	}
+}
+
+func TestCapturesElsewherePartial(t *testing.T) {
+	cl := newCluster(t)
+	ctx := context.Background()
+	cred, err := admission.Admit(cl.dir, "flaky", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer atomic.Pointer[[]byte]
+	addr, _ := servePeer(t, &cred, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", streamContentType)
+		w.Write(*answer.Load())
+	}))
+	flaky := Node{ID: cred.ID(), Addr: addr}
+	serve := func(caps []index.Capture, tail func(*captureEncoder) error) {
+		b := encodeStream(t, caps, tail)
+		answer.Store(&b)
+	}
+	fail := func(e *captureEncoder) error { return e.fail("disk gone") }
+	// b.test moves to node 0, which has none of its captures; node 1 has
+	// them, and the flaky node some.
+	cl.owners[urlkey.Site("http://b.test/")] = 0
+	key := keyOf(t, "http://b.test/")
+	held := cl.held(t, 1, key, key+"\x01")
+	var log bytes.Buffer
+	net := cl.network(cl.nodes[0], []Node{cl.nodes[0].node(), flaky, cl.nodes[1].node()})
+	net.log = slog.New(slog.NewTextHandler(&log, nil))
+
+	// The flaky node gives the later capture, then fails: the merge goes on
+	// without it, and the capture it gave is not given again from node 1.
+	serve(held[1:], fail)
+	got := all(t, func(fn func(index.Capture) (bool, error)) error { return net.Captures(ctx, key, false, fn) })
+	if len(got) != 2 || got[0] != held[0] || got[1].Node != flaky.ID || !got[1].Time.Equal(held[1].Time) {
+		t.Errorf("Captures with a node failing midway: %+v", got)
+	}
+	if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), flaky.ID) {
+		t.Errorf("the flaky node's failure not logged:\n%s", log.String())
+	}
+	// Failing before its first capture, likewise.
+	serve(nil, fail)
+	got = all(t, func(fn func(index.Capture) (bool, error)) error { return net.Captures(ctx, key, true, fn) })
+	if !reflect.DeepEqual(got, []index.Capture{held[1], held[0]}) {
+		t.Errorf("Captures with a node failing at once: %+v", got)
+	}
+	// With nothing found elsewhere, the failure is the answer.
+	alone := cl.network(cl.nodes[0], []Node{cl.nodes[0].node(), flaky})
+	err = alone.Captures(ctx, key, false, func(index.Capture) (bool, error) { return true, nil })
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), flaky.ID) {
+		t.Errorf("Captures found nowhere with a node failing: %v", err)
 	}
 }

@@ -99,6 +99,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Tuning overrides timing; zero fields take the defaults.
 	Tuning Tuning
+	// Transport, if not nil, carries the gossip instead of UDP and TCP
+	// sockets on BindAddr: an in-process network, for simulations. The
+	// transport gives the node its gossip address, so BindAddr and
+	// AdvertiseAddr are ignored; the membership shuts it down when it stops.
+	// Gossip is still encrypted with the credential's key.
+	Transport memberlist.NodeAwareTransport
 }
 
 // Tuning sets the timing of failure detection, gossip and verification.
@@ -173,6 +179,7 @@ type Membership struct {
 	joins   int              // failed join attempts, for tests
 
 	ringMu      sync.Mutex
+	ringOpts    ring.Options // zero (the defaults) but in simulations, which cannot afford them
 	ring        *ring.Ring
 	ringVersion uint64
 	stopOnce    sync.Once
@@ -217,15 +224,19 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = id
-	if mc.BindAddr, mc.BindPort, err = splitHostPort(cfg.BindAddr); err != nil {
-		return nil, fmt.Errorf("membership: bind address: %w", err)
-	}
-	if cfg.AdvertiseAddr != "" {
-		if mc.AdvertiseAddr, mc.AdvertisePort, err = splitHostPort(cfg.AdvertiseAddr); err != nil {
-			return nil, fmt.Errorf("membership: advertise address: %w", err)
-		}
+	if cfg.Transport != nil {
+		mc.Transport = cfg.Transport
 	} else {
-		mc.AdvertisePort = mc.BindPort
+		if mc.BindAddr, mc.BindPort, err = splitHostPort(cfg.BindAddr); err != nil {
+			return nil, fmt.Errorf("membership: bind address: %w", err)
+		}
+		if cfg.AdvertiseAddr != "" {
+			if mc.AdvertiseAddr, mc.AdvertisePort, err = splitHostPort(cfg.AdvertiseAddr); err != nil {
+				return nil, fmt.Errorf("membership: advertise address: %w", err)
+			}
+		} else {
+			mc.AdvertisePort = mc.BindPort
+		}
 	}
 	mc.SecretKey = cfg.Credential.GossipKey()
 	mc.GossipVerifyIncoming = true
@@ -407,7 +418,7 @@ func (m *Membership) Ring() *ring.Ring {
 	for i, x := range ms {
 		rms[i] = ring.Member{ID: x.ID, Capacity: x.Capacity}
 	}
-	r, err := ring.New(rms, ring.Options{})
+	r, err := ring.New(rms, m.ringOpts)
 	if err != nil {
 		// Members are validated, so only the ring's overall bound on virtual
 		// nodes can refuse them. Keep the last good ring rather than none.

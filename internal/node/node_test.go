@@ -148,11 +148,9 @@ func waitQuiet(t *testing.T, nodes ...*testNode) {
 		var total int64
 		busy := false
 		for _, n := range nodes {
-			st := n.localStatus()
-			total += st.Crawl.Captures
-			if st.Crawl.Queued > 0 || len(st.Exchange.Pending) > 0 {
-				busy = true
-			}
+			captures, b := n.Progress()
+			total += captures
+			busy = busy || b
 		}
 		if busy || total != last {
 			last, quietSince = total, time.Now()

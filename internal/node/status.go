@@ -215,3 +215,16 @@ func (n *Node) sampleRate(ctx context.Context) {
 		}
 	}
 }
+
+// Progress reports the captures this node holds and whether it has work
+// left: URLs in its frontier, or URLs waiting to reach their owners. A
+// network is done with its seeds when no node is busy and no node's
+// captures change.
+func (n *Node) Progress() (captures int64, busy bool) {
+	s := n.crawl.Stats()
+	busy = s.Queued > 0
+	if n.out != nil && len(n.out.Pending()) > 0 {
+		busy = true
+	}
+	return s.Captures, busy
+}

@@ -1,0 +1,200 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/admission"
+	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/membership"
+	"github.com/waggle-archive/waggle/internal/node"
+	"github.com/waggle-archive/waggle/internal/websim"
+)
+
+// ClusterOptions configure `waggle bench cluster`.
+type ClusterOptions struct {
+	Bin     string        // the waggle binary, to run websim as a child process
+	Dir     string        // scratch directory
+	Web     websim.Config // the synthetic web every network crawls
+	Sizes   []int         // network sizes to measure (default 1, 3, 5)
+	Workers int           // fetch workers per node
+	// HostPages is the trap limit on URLs per host (websim's traps are
+	// endless; default 300).
+	HostPages int
+}
+
+// ClusterRun is one network crawling the whole web.
+type ClusterRun struct {
+	Nodes     int
+	Captures  int64
+	Wall      time.Duration
+	CPU       time.Duration // user + system CPU of this process (all nodes; websim runs apart)
+	Exchanged int64         // URLs sent from node to node
+	WireBytes int64         // their compressed batches
+	TextBytes int64         // the URLs' own length
+}
+
+func (r ClusterRun) String() string {
+	perURL, ratio, text := 0.0, 0.0, 0.0
+	if r.Exchanged > 0 {
+		perURL = float64(r.WireBytes) / float64(r.Exchanged)
+		text = float64(r.TextBytes) / float64(r.Exchanged)
+	}
+	if r.Captures > 0 {
+		ratio = float64(r.Exchanged) / float64(r.Captures)
+	}
+	return fmt.Sprintf("%d node(s): %7d captures %7.2fs wall %8.1f pages/s %7.0fµs CPU/page  exchanged %6d URLs (%.2f per page) %5.1f B/URL on the wire vs %5.1f B of URL",
+		r.Nodes, r.Captures, r.Wall.Seconds(), float64(r.Captures)/r.Wall.Seconds(),
+		float64(r.CPU.Microseconds())/float64(max(r.Captures, 1)), r.Exchanged, ratio, perURL, text)
+}
+
+// Cluster crawls the same synthetic web with local networks of each size
+// (nodes in this process on loopback, websim in a child process) and
+// reports, per size, throughput, CPU per page and the cost of exchanging
+// links. On one machine the nodes share its cores, so this measures the
+// per-page cost of being a network, not speed-up.
+func Cluster(ctx context.Context, opts ClusterOptions, out io.Writer) ([]ClusterRun, error) {
+	if len(opts.Sizes) == 0 {
+		opts.Sizes = []int{1, 3, 5}
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 16
+	}
+	if opts.HostPages <= 0 {
+		opts.HostPages = 300
+	}
+	proxy, stop, err := startWebsim(ctx, Options{Bin: opts.Bin, Web: opts.Web})
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	seeds := websim.New(opts.Web).Seeds()
+	fmt.Fprintf(out, "websim: %d hosts, %d pages, seed %d; %d seeds; %d workers per node; at most %d URLs per host\n",
+		opts.Web.Hosts, opts.Web.Pages, opts.Web.Seed, len(seeds), opts.Workers, opts.HostPages)
+	var runs []ClusterRun
+	for _, size := range opts.Sizes {
+		r, err := clusterRun(ctx, opts, size, proxy, seeds)
+		if err != nil {
+			return runs, err
+		}
+		fmt.Fprintln(out, r)
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+func clusterRun(ctx context.Context, opts ClusterOptions, size int, proxy string, seeds []string) (ClusterRun, error) {
+	dir := filepath.Join(opts.Dir, fmt.Sprintf("cluster-%d", size))
+	if err := os.RemoveAll(dir); err != nil {
+		return ClusterRun{}, err
+	}
+	netDir := filepath.Join(dir, "net")
+	if err := admission.Init(netDir); err != nil {
+		return ClusterRun{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var nodes []*node.Node
+	done := make(chan error, size)
+	defer func() {
+		cancel()
+		for range nodes {
+			<-done
+		}
+	}()
+	for i := range size {
+		cred, err := admission.Admit(netDir, fmt.Sprintf("n%d", i+1), 0)
+		if err != nil {
+			return ClusterRun{}, err
+		}
+		var join []string
+		if i > 0 {
+			join = []string{nodes[0].Addrs().Peer}
+		}
+		n, err := node.Open(ctx, node.Config{
+			Crawl: crawl.Config{
+				Data: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), Scope: crawl.ScopeAny, NoDelay: true,
+				Proxy: proxy, AllowPrivate: true, MaxCrawlDelay: time.Millisecond, Workers: opts.Workers,
+				MaxPagesPerHost: opts.HostPages,
+			},
+			Credential: &cred,
+			PeerAddr:   "127.0.0.1:0",
+			Join:       join,
+			Tuning:     membership.LocalTuning(),
+			Logger:     slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			return ClusterRun{}, err
+		}
+		nodes = append(nodes, n)
+		go func() { done <- n.Run(ctx) }()
+	}
+	// Wait until every node sees every other, so that the crawl starts on
+	// one view of the network.
+	for deadline := time.Now().Add(time.Minute); ; {
+		ok := true
+		for _, n := range nodes {
+			if len(n.Status(ctx).Members) != size {
+				ok = false
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			return ClusterRun{}, fmt.Errorf("bench: %d nodes did not see each other in a minute", size)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cpu0 := cpuTime()
+	start := time.Now()
+	if _, err := node.Submit(ctx, filepath.Join(dir, "n1"), seeds); err != nil {
+		return ClusterRun{}, err
+	}
+	// Done when no node has work and the captures stop changing.
+	var last int64 = -1
+	var quietAt time.Time
+	var captures int64
+	for {
+		captures = 0
+		busy := false
+		for _, n := range nodes {
+			c, b := n.Progress()
+			captures += c
+			busy = busy || b
+		}
+		if busy || captures != last {
+			last, quietAt = captures, time.Now()
+		} else if time.Since(quietAt) > time.Second {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ClusterRun{}, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	r := ClusterRun{Nodes: size, Captures: captures, Wall: quietAt.Sub(start), CPU: cpuTime() - cpu0}
+	for _, n := range nodes {
+		e := n.Status(ctx).Exchange
+		r.Exchanged += e.Sent
+		r.WireBytes += e.WireBytes
+		r.TextBytes += e.TextBytes
+	}
+	return r, nil
+}
+
+// cpuTime is this process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
