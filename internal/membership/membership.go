@@ -23,6 +23,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -174,7 +175,8 @@ type Membership struct {
 	mu      sync.Mutex
 	closed  bool
 	peers   map[string]*peer // by ID, every member memberlist knows alive
-	members []Member         // the verified view, sorted by ID, State unset
+	members []Member         // the verified view, sorted by ID, State unset; never modified, only replaced
+	stale   bool             // members must be rebuilt from peers (see viewLocked)
 	version uint64           // incremented when the ring's member set changes
 	joins   int              // failed join attempts, for tests
 
@@ -277,7 +279,9 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 	m.mu.Lock()
 	m.ml = ml
 	m.self.GossipAddr = ml.LocalNode().Address()
-	m.recomputeLocked()
+	m.stale = true
+	m.version++
+	m.signal()
 	m.mu.Unlock()
 	lg.Info("membership: started", "id", id, "gossip", m.self.GossipAddr)
 
@@ -376,7 +380,7 @@ func (m *Membership) rejoinLoop() {
 // the last view.
 func (m *Membership) Members() []Member {
 	m.mu.Lock()
-	ms := slices.Clone(m.members)
+	ms := slices.Clone(m.viewLocked())
 	closed := m.closed
 	m.mu.Unlock()
 	if closed {
@@ -409,7 +413,7 @@ func (m *Membership) Ring() *ring.Ring {
 	m.ringMu.Lock()
 	defer m.ringMu.Unlock()
 	m.mu.Lock()
-	version, ms := m.version, m.members
+	version, ms := m.version, m.viewLocked()
 	m.mu.Unlock()
 	if m.ring != nil && m.ringVersion == version {
 		return m.ring
@@ -494,6 +498,8 @@ func (m *Membership) observe(n *memberlist.Node) {
 		p = &peer{}
 		m.peers[n.Name] = p
 	}
+	was, wasIn := p.entry()
+	defer m.updateLocked(was, wasIn, p)
 	p.stopVerify()
 	p.gen++
 	p.meta = bytes.Clone(n.Meta)
@@ -504,23 +510,20 @@ func (m *Membership) observe(n *memberlist.Node) {
 
 	if !validID(n.Name) {
 		m.log.Warn("membership: ignoring a member whose name is not an ID", "id", n.Name, "gossip", addr)
-		m.recomputeLocked()
 		return
 	}
 	nm, err := decodeMeta(n.Meta)
 	if err != nil {
 		m.log.Warn("membership: ignoring a member with bad metadata", "id", n.Name, "gossip", addr, "err", err)
-		m.recomputeLocked()
 		return
 	}
 	p.valid = true
 	p.member = Member{ID: n.Name, Name: nm.Name, Capacity: nm.Capacity, HTTPAddr: nm.HTTPAddr, PeerAddr: nm.PeerAddr, GossipAddr: addr}
 	if m.verify == nil {
 		p.verified = true
-		m.recomputeLocked()
 		return
 	}
-	m.recomputeLocked() // an update drops the member until it is verified again
+	// An update drops the member until it is verified again.
 	m.startVerifyLocked(p)
 }
 
@@ -536,13 +539,14 @@ func (m *Membership) forget(n *memberlist.Node) {
 		return
 	}
 	p.stopVerify()
+	was, wasIn := p.entry()
 	delete(m.peers, n.Name)
 	state := Dead
 	if n.State == memberlist.StateLeft {
 		state = Left
 	}
 	m.log.Info("membership: member gone", "id", n.Name, "name", p.member.Name, "state", state)
-	m.recomputeLocked()
+	m.updateLocked(was, wasIn, nil)
 }
 
 func (p *peer) stopVerify() {
@@ -573,10 +577,11 @@ func (m *Membership) startVerifyLocked(p *peer) {
 		}
 		p.cancel = nil
 		if err == nil {
+			was, wasIn := p.entry()
 			p.verified = true
 			p.failures = 0
 			m.log.Info("membership: member verified", "id", mem.ID, "name", mem.Name, "peer", mem.PeerAddr)
-			m.recomputeLocked()
+			m.updateLocked(was, wasIn, p)
 			return
 		}
 		p.failures++
@@ -607,38 +612,54 @@ func (m *Membership) callVerify(ctx context.Context, mem Member) error {
 	return m.verify(ctx, mem)
 }
 
-// recomputeLocked rebuilds the verified view and signals a change.
-func (m *Membership) recomputeLocked() {
-	ms := []Member{m.self}
-	for _, p := range m.peers {
-		if p.valid && p.verified {
-			ms = append(ms, p.member)
-		}
+// entry returns p's entry in the verified view, if it has one.
+func (p *peer) entry() (Member, bool) {
+	if p != nil && p.valid && p.verified {
+		return p.member, true
 	}
-	slices.SortFunc(ms, func(a, b Member) int {
-		if a.ID < b.ID {
-			return -1
-		}
-		if a.ID > b.ID {
-			return 1
-		}
-		return 0
-	})
-	if slices.Equal(ms, m.members) {
+	return Member{}, false
+}
+
+// updateLocked records that a member's entry in the verified view may have
+// changed from was (absent if !wasIn) to p's (p nil: removed), and signals
+// a change if it did. The view itself is rebuilt only when next read, by
+// viewLocked: a node joining a network of N members sees N of them arrive
+// one by one, and sorting N members for each would cost O(N² log N).
+func (m *Membership) updateLocked(was Member, wasIn bool, p *peer) {
+	cur, in := p.entry()
+	if in == wasIn && cur == was {
 		return
 	}
-	if !sameRing(ms, m.members) {
+	m.stale = true
+	if in != wasIn || cur.Capacity != was.Capacity {
 		m.version++
 	}
-	m.members = ms
+	m.signal()
+}
+
+// viewLocked returns the verified view, rebuilding it if it is stale.
+func (m *Membership) viewLocked() []Member {
+	if !m.stale {
+		return m.members
+	}
+	ms := make([]Member, 1, len(m.peers)+1)
+	ms[0] = m.self
+	for _, p := range m.peers {
+		if e, ok := p.entry(); ok {
+			ms = append(ms, e)
+		}
+	}
+	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	m.members, m.stale = ms, false
+	return ms
+}
+
+// signal tells Changes' receiver that the view changed.
+func (m *Membership) signal() {
 	select {
 	case m.changes <- struct{}{}:
 	default:
 	}
-}
-
-func sameRing(a, b []Member) bool {
-	return slices.EqualFunc(a, b, func(x, y Member) bool { return x.ID == y.ID && x.Capacity == y.Capacity })
 }
 
 // delegate gives memberlist the node's metadata. Memberlist calls it with

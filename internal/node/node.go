@@ -23,6 +23,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -198,6 +199,11 @@ func (n *Node) openNetwork(ctx context.Context) error {
 	}
 	n.client = peer.NewClient(cfg.Credential)
 	join := n.resolveJoin(ctx, cfg.Join)
+	for _, a := range n.knownPeers() {
+		if !slices.Contains(join, a) {
+			join = append(join, a)
+		}
+	}
 	n.router = &router{self: cfg.Credential.ID()}
 	n.out, err = outbox.Open(outbox.Config{
 		DB:      n.db,

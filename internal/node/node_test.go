@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -222,7 +223,7 @@ func (p *politeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // startNetwork starts n nodes of a new network crawling through proxy and
 // waits until they all see each other.
-func startNetwork(t *testing.T, n int, proxy string) ([]*testNode, []Config) {
+func startNetwork(t *testing.T, n int, proxy string, configure ...func(*Config)) ([]*testNode, []Config) {
 	t.Helper()
 	netDir := newNetwork(t)
 	var nodes []*testNode
@@ -234,6 +235,9 @@ func startNetwork(t *testing.T, n int, proxy string) ([]*testNode, []Config) {
 			join = []string{nodes[0].Addrs().Peer}
 		}
 		cfg := nodeConfig(t.TempDir(), proxy, admit(t, netDir, name), join...)
+		for _, f := range configure {
+			f(&cfg)
+		}
 		nodes = append(nodes, start(t, name, cfg))
 		cfgs = append(cfgs, cfg)
 	}
@@ -302,7 +306,11 @@ func TestNetworkCrawl(t *testing.T) {
 	proxy, proxyURL := startPoliteProxy(t, web)
 
 	// What one node archives.
+	// Host scope: a node must know seeds submitted elsewhere to judge the
+	// links it finds and those it receives as a single node would.
+	hostScope := func(c *Config) { c.Crawl.Scope = crawl.ScopeHost }
 	single := nodeConfig(t.TempDir(), proxyURL, nil).Crawl
+	single.Scope = crawl.ScopeHost
 	single.Seeds = web.Seeds()
 	c, err := crawl.Open(single)
 	if err != nil {
@@ -319,12 +327,19 @@ func TestNetworkCrawl(t *testing.T) {
 		want[cp.URLKey] = true
 	}
 
-	nodes, _ := startNetwork(t, 3, proxyURL)
+	nodes, _ := startNetwork(t, 3, proxyURL, hostScope)
 	ctx := context.Background()
 	if _, err := Submit(ctx, nodes[1].data, web.Seeds()); err != nil {
 		t.Fatal(err)
 	}
 	waitQuiet(t, nodes...)
+	for _, n := range nodes {
+		for _, seed := range web.Seeds() {
+			if !slices.Contains(n.crawl.Seeds(), seed) {
+				t.Errorf("%s does not know the seed %s submitted at n2", n.name, seed)
+			}
+		}
+	}
 
 	// Any node replays any page, whichever node holds it.
 	pages := web.Pages()
@@ -394,7 +409,8 @@ func TestNetworkCrawl(t *testing.T) {
 }
 
 // TestRestartRejoins stops a node in the middle of a crawl and starts it
-// again on its data: it rejoins, resumes, and the network still archives
+// again on its data, without --join: it rejoins through the members it
+// remembers, resumes, and the network still archives
 // every page. Its hosts belong to the others while it is away, so some
 // URLs are fetched twice; that overlap is reported (page recovery, which
 // avoids it, belongs to replication).
@@ -414,7 +430,10 @@ func TestRestartRejoins(t *testing.T) {
 	before := n3.crawl.Stats().Captures
 	n3.stop(t)
 	waitMembers(t, 2, nodes[0], nodes[1])
-	nodes[2] = start(t, "n3", cfgs[2])
+	// Restarted without --join, it rejoins through the members it remembers.
+	again := cfgs[2]
+	again.Join = nil
+	nodes[2] = start(t, "n3", again)
 	waitMembers(t, 3, nodes...)
 	if after := nodes[2].crawl.Stats().Captures; after < before {
 		t.Errorf("n3 had %d captures before its restart and %d after", before, after)

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -61,9 +63,11 @@ func (n *Node) ownerOfURL(u string) string {
 	return o.ID
 }
 
-// seedSyncEvery is how often a node asks every member for the seeds it
-// knows, besides asking each member once as it appears: seeds define the
-// scope every node judges URLs by.
+// seedSyncEvery is how often a node asks one member, picked at random,
+// for the seeds it knows, besides asking each member once as it appears
+// and being told of new seeds when they are submitted: seeds define the
+// scope every node judges URLs by, and a seed a node missed reaches it
+// within a few rounds, as gossip does, at one call per node per round.
 const seedSyncEvery = time.Minute
 
 // watch follows membership: when the members change, URLs queued for
@@ -78,6 +82,7 @@ func (n *Node) watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-n.members.Changes():
+			n.rememberPeers()
 			err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
 				return n.out.Reroute(b, n.ownerOfURL)
 			})
@@ -91,16 +96,25 @@ func (n *Node) watch(ctx context.Context) {
 	}
 }
 
-// syncSeeds asks members for their seeds: those not asked yet, or all.
-func (n *Node) syncSeeds(ctx context.Context, all bool) {
-	for _, m := range n.members.Members() {
+// syncSeeds asks members for their seeds: those not asked yet, or one at
+// random.
+func (n *Node) syncSeeds(ctx context.Context, random bool) {
+	ms := n.members.Members()
+	if random {
+		ms = slices.DeleteFunc(ms, func(m membership.Member) bool { return m.ID == n.ID() })
+		if len(ms) == 0 {
+			return
+		}
+		ms = ms[rand.IntN(len(ms)):][:1]
+	}
+	for _, m := range ms {
 		if m.ID == n.ID() {
 			continue
 		}
 		n.seedMu.Lock()
 		done := n.seedSynced[m.ID]
 		n.seedMu.Unlock()
-		if done && !all {
+		if done && !random {
 			continue
 		}
 		var seeds []string
@@ -178,4 +192,39 @@ func (n *Node) call(ctx context.Context, addr, id, method, path string, in, out 
 		return fmt.Errorf("node: %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// knownPeersKey holds the gossip addresses of the members last seen, so
+// that a node restarted on its data can rejoin through any of them, not
+// only through the nodes named by --join (which may be gone).
+const knownPeersKey = "k/peers"
+
+func (n *Node) rememberPeers() {
+	var addrs []string
+	for _, m := range n.members.Members() {
+		if m.ID != n.ID() && m.GossipAddr != "" {
+			addrs = append(addrs, m.GossipAddr)
+		}
+	}
+	if len(addrs) == 0 {
+		return // alone: keep the last list, for the next start
+	}
+	v, _ := json.Marshal(addrs)
+	if err := n.db.Set([]byte(knownPeersKey), v, pebble.NoSync); err != nil {
+		n.log.Warn("node: remembering peers", "err", err)
+	}
+}
+
+// knownPeers returns the gossip addresses remembered by rememberPeers.
+func (n *Node) knownPeers() []string {
+	v, closer, err := n.db.Get([]byte(knownPeersKey))
+	if err != nil {
+		return nil
+	}
+	defer closer.Close()
+	var addrs []string
+	if json.Unmarshal(v, &addrs) != nil || len(addrs) > 10_000 {
+		return nil
+	}
+	return addrs
 }
