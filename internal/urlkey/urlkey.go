@@ -148,7 +148,9 @@ func Site(u string) string {
 	if net.ParseIP(host) != nil {
 		return host + port
 	}
-	host = wwwPrefix.ReplaceAllString(host, "")
+	if strings.HasPrefix(host, "www") { // the regexp only for names that may need it: Site runs per link
+		host = wwwPrefix.ReplaceAllString(host, "")
+	}
 	parts := strings.Split(host, ".")
 	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
 		parts[i], parts[j] = parts[j], parts[i]
