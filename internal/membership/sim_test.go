@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -477,9 +476,6 @@ func benchSim(b *testing.B, n int) {
 	admit := time.Since(t0)
 	hosts := simHosts(1, 100_000)
 	sample := hosts[:1000]
-	// A thousand nodes allocate fast; the collector's default pace would
-	// take half the CPU from them.
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	for b.Loop() {
 		var before runtime.MemStats
 		runtime.GC()
