@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"sync/atomic"
 )
 
 // logWriter turns memberlist's log lines ("[WARN] memberlist: ...") into
 // slog records at the matching level.
 type logWriter struct {
-	log *slog.Logger
+	log   *slog.Logger
+	quiet atomic.Bool // shutting down: everything at debug level
 }
 
 func (w *logWriter) Write(p []byte) (int, error) {
@@ -29,6 +31,9 @@ func (w *logWriter) Write(p []byte) (int, error) {
 			level, line = l.level, bytes.TrimSpace(rest)
 			break
 		}
+	}
+	if w.quiet.Load() {
+		level = min(level, slog.LevelDebug)
 	}
 	if w.log.Enabled(context.Background(), level) {
 		w.log.Log(context.Background(), level, string(line))

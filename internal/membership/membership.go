@@ -158,6 +158,7 @@ const maxConcurrentVerify = 16
 // Membership is a running node's view of the network. Its methods are safe
 // for concurrent use.
 type Membership struct {
+	logw    *logWriter
 	self    Member
 	selfID  string
 	meta    []byte
@@ -251,10 +252,12 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 	mc.TCPTimeout = t.TCPTimeout
 	mc.GossipToTheDeadTime = t.GossipToTheDeadTime
 	mc.DeadNodeReclaimTime = t.DeadNodeReclaimTime
-	mc.Logger = log.New(&logWriter{log: lg}, "", 0)
+	logw := &logWriter{log: lg}
+	mc.Logger = log.New(logw, "", 0)
 
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Membership{
+		logw:    logw,
 		self:    Member{ID: id, Name: nm.Name, Capacity: nm.Capacity, HTTPAddr: nm.HTTPAddr, PeerAddr: nm.PeerAddr},
 		selfID:  id,
 		meta:    meta,
@@ -470,6 +473,9 @@ func (m *Membership) stop(leave bool, timeout time.Duration) error {
 		}
 		m.mu.Unlock()
 		m.cancel()
+		// memberlist's goroutines report the sockets closing under them
+		// as errors; on a shutdown they are not.
+		m.logw.quiet.Store(true)
 		if err := m.ml.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("membership: shutdown: %w", err))
 		}
