@@ -157,28 +157,9 @@ func clusterRun(ctx context.Context, opts ClusterOptions, size int, proxy string
 	if _, err := node.Submit(ctx, filepath.Join(dir, "n1"), seeds); err != nil {
 		return ClusterRun{}, err
 	}
-	// Done when no node has work and the captures stop changing.
-	var last int64 = -1
-	var quietAt time.Time
-	var captures int64
-	for {
-		captures = 0
-		busy := false
-		for _, n := range nodes {
-			c, b := n.Progress()
-			captures += c
-			busy = busy || b
-		}
-		if busy || captures != last {
-			last, quietAt = captures, time.Now()
-		} else if time.Since(quietAt) > time.Second {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ClusterRun{}, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	captures, quietAt, err := node.WaitIdle(ctx, nodes, time.Second)
+	if err != nil {
+		return ClusterRun{}, err
 	}
 	r := ClusterRun{Nodes: size, Captures: captures, Wall: quietAt.Sub(start), CPU: cpuTime() - cpu0}
 	for _, n := range nodes {

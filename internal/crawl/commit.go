@@ -124,7 +124,9 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			if err := c.front.Forward(b, r.lease); err != nil {
 				return fmt.Errorf("crawl: frontier: %w", err)
 			}
-			if err := c.cfg.Router.Handover(b, r.forward, []frontier.Item{r.lease.Item}); err != nil {
+			it := r.lease.Item
+			it.Seed = c.isSeed(it)
+			if err := c.cfg.Router.Handover(b, r.forward, []frontier.Item{it}); err != nil {
 				return fmt.Errorf("crawl: route: %w", err)
 			}
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -82,6 +83,17 @@ func (c *Crawler) addSeeds(b *pebble.Batch, seeds []string) ([]frontier.Item, er
 	return items, nil
 }
 
+// isSeed reports whether it is one of the seeds (not a requisite or a
+// redirect target at depth 0).
+func (c *Crawler) isSeed(it frontier.Item) bool {
+	if it.Depth != 0 || it.Embed {
+		return false
+	}
+	c.seedMu.Lock()
+	defer c.seedMu.Unlock()
+	return slices.Contains(c.seeds, it.URL)
+}
+
 // Seeds returns the seeds this data directory knows.
 func (c *Crawler) Seeds() []string {
 	c.seedMu.Lock()
@@ -123,8 +135,8 @@ func (c *Crawler) AddSeeds(ctx context.Context, seeds []string) error {
 // Accept queues URLs another node found on its pages for hosts this node
 // owns. They are held to the rules local links are: canonical form, the
 // scope (page requisites excepted, as for local links), and the frontier's
-// trap limits; the fetcher applies the address rules. A URL at depth 0 is
-// a seed given at another node. Accept returns once what it kept is
+// trap limits; the fetcher applies the address rules. A URL marked Seed
+// was given as a seed at another node: it widens the scope. Accept returns once what it kept is
 // durable, and reports how many URLs it refused.
 func (c *Crawler) Accept(ctx context.Context, items []frontier.Item) (refused int, err error) {
 	sc := c.scope.Load()
@@ -135,7 +147,7 @@ func (c *Crawler) Accept(ctx context.Context, items []frontier.Item) (refused in
 			refused++
 			continue
 		}
-		if it.Depth == 0 {
+		if it.Seed {
 			r.seeds = append(r.seeds, u)
 		} else if !it.Embed && !sc.contains(u) || it.Embed && c.cfg.NoRequisites && !sc.contains(u) {
 			refused++
@@ -205,6 +217,7 @@ func (c *Crawler) queue(b *pebble.Batch, items []frontier.Item) error {
 	var away map[string][]frontier.Item
 	for _, it := range items {
 		if o := c.owner(it.URL); o != "" {
+			it.Seed = c.isSeed(it)
 			if away == nil {
 				away = map[string][]frontier.Item{}
 			}

@@ -24,11 +24,12 @@ func TestAcceptHoldsPeerURLsToLocalRules(t *testing.T) {
 		switch {
 		case urlkey.Host(p) == home && p != seed && inScope == "":
 			inScope = p
-		case urlkey.Site(p) != urlkey.Site(seed) && len(offScope) < 3:
-			offScope = append(offScope, p)
+		case urlkey.Site(p) != urlkey.Site(seed) && len(offScope) < 4 &&
+			!slices.ContainsFunc(offScope, func(o string) bool { return urlkey.Host(o) == urlkey.Host(p) }):
+			offScope = append(offScope, p) // on hosts of their own: a seed widens the scope to its host
 		}
 	}
-	if inScope == "" || len(offScope) < 3 {
+	if inScope == "" || len(offScope) < 4 {
 		t.Fatal("websim has too few pages for this test")
 	}
 	cfg := testConfig(t, srv.URL(), seed)
@@ -50,7 +51,8 @@ func TestAcceptHoldsPeerURLsToLocalRules(t *testing.T) {
 		{URL: inScope, Depth: 1},                                    // taken
 		{URL: offScope[0], Depth: 1},                                // refused: off-scope link
 		{URL: offScope[1], Depth: 1, Embed: true},                   // taken: a requisite
-		{URL: offScope[2], Depth: 0},                                // taken: a seed given at another node
+		{URL: offScope[2], Seed: true},                              // taken: a seed given at another node
+		{URL: offScope[3], Depth: 0},                                // refused: depth 0 alone is not a seed (a seed page's requisite or redirect)
 		{URL: strings.ToUpper(inScope[:7]) + inScope[7:], Depth: 1}, // refused: not canonical
 		{URL: inScope + "?neg", Depth: -1},                          // refused: bad depth
 		{URL: inScope + "?deep", Depth: 6},                          // taken, then dropped by the depth limit
@@ -61,8 +63,8 @@ func TestAcceptHoldsPeerURLsToLocalRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if refused != 3 {
-		t.Errorf("Accept refused %d URLs, want 3", refused)
+	if refused != 4 {
+		t.Errorf("Accept refused %d URLs, want 4", refused)
 	}
 	if !slices.Contains(c.Seeds(), offScope[2]) {
 		t.Errorf("a seed from a peer did not join the scope: seeds %v", c.Seeds())
@@ -87,7 +89,7 @@ func TestAcceptHoldsPeerURLsToLocalRules(t *testing.T) {
 			t.Errorf("%s, accepted, was not archived", u)
 		}
 	}
-	for _, u := range []string{offScope[0], inScope + "?deep", trap, private} {
+	for _, u := range []string{offScope[0], offScope[3], inScope + "?deep", trap, private} {
 		if len(caps[u]) != 0 {
 			t.Errorf("%s was archived although the rules forbid it", u)
 		}

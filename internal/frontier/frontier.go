@@ -57,6 +57,9 @@ type Item struct {
 	Depth int    // hops from a seed
 	Via   string // page it was found on
 	Embed bool   // a page requisite
+	// Seed marks a seed while it is routed to another node; it is not
+	// stored (the crawler keeps its seeds).
+	Seed bool
 }
 
 // Lease is an item handed to a worker by Next.

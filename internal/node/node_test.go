@@ -138,29 +138,18 @@ func waitMembers(t *testing.T, want int, nodes ...*testNode) {
 	}
 }
 
-// waitQuiet waits until the network has nothing left to do: no URL queued
-// in any frontier or outbox, and no new capture for a while.
+// waitQuiet waits until the network has nothing left to do.
 func waitQuiet(t *testing.T, nodes ...*testNode) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	var last int64 = -1
-	quietSince := time.Now()
-	for time.Now().Before(deadline) {
-		var total int64
-		busy := false
-		for _, n := range nodes {
-			captures, b := n.Progress()
-			total += captures
-			busy = busy || b
-		}
-		if busy || total != last {
-			last, quietSince = total, time.Now()
-		} else if time.Since(quietSince) > 2*time.Second {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := make([]*Node, len(nodes))
+	for i, n := range nodes {
+		ns[i] = n.Node
 	}
-	t.Fatal("the network did not finish crawling")
+	if _, _, err := WaitIdle(ctx, ns, 2*time.Second); err != nil {
+		t.Fatalf("the network did not finish crawling: %v", err)
+	}
 }
 
 // captures reads the index of a stopped node's data directory.

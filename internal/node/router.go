@@ -48,7 +48,7 @@ func (r *router) Committed() { r.out.Committed() }
 func links(items []frontier.Item) []outbox.Link {
 	ls := make([]outbox.Link, len(items))
 	for i, it := range items {
-		ls[i] = outbox.Link{URL: it.URL, Depth: it.Depth, Embed: it.Embed}
+		ls[i] = outbox.Link{URL: it.URL, Depth: it.Depth, Embed: it.Embed, Seed: it.Seed}
 	}
 	return ls
 }

@@ -228,3 +228,30 @@ func (n *Node) Progress() (captures int64, busy bool) {
 	}
 	return s.Captures, busy
 }
+
+// WaitIdle waits until the nodes of a network (in one process, as in tests
+// and benchmarks) have nothing left to do: none is busy (see Progress) and
+// their captures have not changed for quiet. It returns the captures then
+// and when they last changed.
+func WaitIdle(ctx context.Context, nodes []*Node, quiet time.Duration) (captures int64, lastChange time.Time, err error) {
+	last := int64(-1)
+	for {
+		captures = 0
+		busy := false
+		for _, n := range nodes {
+			c, b := n.Progress()
+			captures += c
+			busy = busy || b
+		}
+		if busy || captures != last {
+			last, lastChange = captures, time.Now()
+		} else if time.Since(lastChange) >= quiet {
+			return captures, lastChange, nil
+		}
+		select {
+		case <-ctx.Done():
+			return captures, lastChange, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

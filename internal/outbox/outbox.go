@@ -13,7 +13,7 @@
 //
 // Keys, all under "o/":
 //
-//	o/q/<peer ID> 0x00 <seq u64 BE> → uvarint(depth<<1 | embed) URL
+//	o/q/<peer ID> 0x00 <seq u64 BE> → uvarint(depth<<2 | seed<<1 | embed) URL
 //	                                   a link queued for a peer
 package outbox
 
@@ -62,6 +62,9 @@ type Link struct {
 	URL   string
 	Depth int  // link hops from a seed, 0..MaxDepth (a seed is 0)
 	Embed bool // a page requisite (image, CSS, script, font), fetched even off-scope
+	// Seed marks a URL a user gave as a seed (at depth 0): it widens the
+	// receiver's scope, which a link does not.
+	Seed bool
 }
 
 // Config configures an Outbox.
@@ -616,8 +619,7 @@ func parseValue(v []byte) (Link, error) {
 		return Link{}, errors.New("malformed depth")
 	}
 	l := Link{URL: string(v[n:])}
-	var err error
-	if l.Depth, l.Embed, err = untag(t); err != nil {
+	if err := untag(t, &l); err != nil {
 		return Link{}, err
 	}
 	if why := validURL(l.URL); why != "" {

@@ -596,7 +596,7 @@ func TestHandlerRejects(t *testing.T) {
 		big = append(big, fmt.Sprintf("http://x.example/%s%06d", strings.Repeat("a", 3980), i))
 	}
 	bomb := z(valid(big...))
-	tooDeep := binary.AppendUvarint(nil, (MaxDepth+1)<<1)
+	tooDeep := binary.AppendUvarint(nil, (MaxDepth+1)<<2)
 	tests := []struct {
 		name, method, ctype, cenc string
 		body                      []byte
@@ -668,7 +668,7 @@ func TestDecodeErrors(t *testing.T) {
 		payload, want string
 	}{
 		{"WGU\x01\x01\x00\x11http://x.example/", "outbox: URL batch version 1 is not supported (want 2"},
-		{"WGU\x02\x01\x00\x09http://x/\x82\x80\x80\x01", "outbox: URL batch: URL 0: depth 1048577 is over 1048576"},
+		{"WGU\x02\x01\x00\x09http://x/\x84\x80\x80\x02", "outbox: URL batch: URL 0: depth 1048577 is over 1048576"},
 		{"WGU\x02\x01\x00\x09http://x/", "outbox: URL batch: URL 0: bad depth: "},
 		{"WGU\x02\x02\x00\x09http://x/\x00\x09\x00\x00", "outbox: URL batch: URL 1 repeats the previous one or is empty"},
 	}
@@ -678,8 +678,18 @@ func TestDecodeErrors(t *testing.T) {
 			t.Errorf("decoding %q: error %v, want %q", tt.payload, err, tt.want)
 		}
 	}
+	// A seed travels as such; a seed below depth 0 or marked a requisite does not.
+	ls, err := decodeBatch(dec, enc.EncodeAll([]byte("WGU\x02\x01\x00\x09http://x/\x02"), nil))
+	if want := (Link{URL: "http://x/", Seed: true}); err != nil || len(ls) != 1 || ls[0] != want {
+		t.Errorf("decoding a seed: %v, %v; want [%+v]", ls, err, want)
+	}
+	for _, bad := range []string{"\x06", "\x03"} {
+		if _, err := decodeBatch(dec, enc.EncodeAll([]byte("WGU\x02\x01\x00\x09http://x/"+bad), nil)); err == nil {
+			t.Errorf("a seed with tag %q was accepted", bad)
+		}
+	}
 	// The greatest depth passes.
-	ls, err := decodeBatch(dec, enc.EncodeAll([]byte("WGU\x02\x01\x00\x09http://x/\x81\x80\x80\x01"), nil))
+	ls, err = decodeBatch(dec, enc.EncodeAll([]byte("WGU\x02\x01\x00\x09http://x/\x81\x80\x80\x02"), nil))
 	if want := (Link{URL: "http://x/", Depth: MaxDepth, Embed: true}); err != nil || len(ls) != 1 || ls[0] != want {
 		t.Errorf("decoding a link at MaxDepth: %v, %v; want [%+v]", ls, err, want)
 	}
@@ -758,6 +768,7 @@ func TestMergeCopies(t *testing.T) {
 func TestValue(t *testing.T) {
 	for _, l := range []Link{
 		{URL: "http://x.example/"},
+		{URL: "http://x.example/", Seed: true},
 		{URL: "http://x.example/", Embed: true},
 		{URL: "http://x.example/a", Depth: 63},
 		{URL: "http://x.example/a", Depth: 64, Embed: true},
@@ -779,7 +790,7 @@ func TestOpenMalformed(t *testing.T) {
 		{"empty", "", "malformed depth"},
 		{"truncated tag", "\x80", "malformed depth"},
 		{"tag overflow", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01http://x/", "malformed depth"},
-		{"too deep", "\x82\x80\x80\x01http://x/", "depth 1048577 is over 1048576"},
+		{"too deep", "\x84\x80\x80\x02http://x/", "depth 1048577 is over 1048576"},
 		{"no URL", "\x00", "empty URL"},
 		{"control char", "\x00http://x/\n", "control character"},
 		{"bad utf-8", "\x00http://x/\xff", "not valid UTF-8"},
@@ -899,7 +910,7 @@ func FuzzDecodeBatch(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add(enc.EncodeAll([]byte("WGU\x02\x02\x00\x01a\x00\x00\x01a\x01"), nil))         // a repeat
-	f.Add(enc.EncodeAll([]byte("WGU\x02\x01\x00\x01a\x82\x80\x80\x01"), nil))          // too deep
+	f.Add(enc.EncodeAll([]byte("WGU\x02\x01\x00\x01a\x84\x80\x80\x02"), nil))          // too deep
 	f.Add(enc.EncodeAll([]byte("WGU\x01\x02\x00\x01a\x01\x01b"), nil))                 // version 1
 	f.Add(enc.EncodeAll([]byte("WGU\x02\x02\x00\x01a\x03\x01\x01b\xff\xff\x7f"), nil)) // valid
 	dec, err := newDecoder()

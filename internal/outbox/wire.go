@@ -20,7 +20,7 @@ import (
 //	"WGU" 0x02                                  magic and version
 //	uvarint n                                   number of links
 //	n × (uvarint shared, uvarint len, bytes,    front-coded URL,
-//	     uvarint depth<<1 | embed)              then its crawl context
+//	     uvarint depth<<2 | seed<<1 | embed)    then its crawl context
 //
 // The links are sorted by URL and their URLs are distinct; each URL is
 // written as the length of the prefix it shares with the previous one and
@@ -79,25 +79,36 @@ func validLink(l Link) string {
 	if l.Depth < 0 || l.Depth > MaxDepth {
 		return fmt.Sprintf("depth %d is outside 0..%d", l.Depth, MaxDepth)
 	}
+	if l.Seed && (l.Depth != 0 || l.Embed) {
+		return "a seed must be at depth 0 and not a requisite"
+	}
 	return validURL(l.URL)
 }
 
-// tag packs a link's depth and embed flag into the number that the queue
+// tag packs a link's depth and flags into the number that the queue
 // values and the wire format carry; l.Depth must be in 0..MaxDepth.
 func tag(l Link) uint64 {
-	t := uint64(l.Depth) << 1
+	t := uint64(l.Depth) << 2
+	if l.Seed {
+		t |= 2
+	}
 	if l.Embed {
 		t |= 1
 	}
 	return t
 }
 
-// untag is the inverse of tag. It refuses a depth over MaxDepth.
-func untag(t uint64) (depth int, embed bool, err error) {
-	if t>>1 > MaxDepth {
-		return 0, false, fmt.Errorf("depth %d is over %d", t>>1, MaxDepth)
+// untag is the inverse of tag, into l. It refuses a depth over MaxDepth,
+// and a seed that is not at depth 0 or is a requisite.
+func untag(t uint64, l *Link) error {
+	if t>>2 > MaxDepth {
+		return fmt.Errorf("depth %d is over %d", t>>2, MaxDepth)
 	}
-	return int(t >> 1), t&1 == 1, nil
+	l.Depth, l.Seed, l.Embed = int(t>>2), t&2 != 0, t&1 != 0
+	if l.Seed && (l.Depth != 0 || l.Embed) {
+		return fmt.Errorf("a seed at depth %d (requisite: %v)", l.Depth, l.Embed)
+	}
+	return nil
 }
 
 // encodePayload front-codes links, which must be valid, into the
@@ -111,6 +122,10 @@ func encodePayload(dst []byte, links []Link) ([]byte, []Link) {
 		if k := len(kept) - 1; k >= 0 && kept[k].URL == l.URL {
 			kept[k].Depth = min(kept[k].Depth, l.Depth)
 			kept[k].Embed = kept[k].Embed || l.Embed
+			kept[k].Seed = kept[k].Seed || l.Seed
+			if kept[k].Seed {
+				kept[k].Depth, kept[k].Embed = 0, false
+			}
 			continue
 		}
 		kept = append(kept, l)
@@ -191,7 +206,7 @@ func decodePayload(r *bufio.Reader) ([]Link, error) {
 			return nil, fmt.Errorf("outbox: URL batch: URL %d: bad depth: %w", i, err)
 		}
 		l := Link{URL: string(cur)}
-		if l.Depth, l.Embed, err = untag(t); err != nil {
+		if err := untag(t, &l); err != nil {
 			return nil, fmt.Errorf("outbox: URL batch: URL %d: %w", i, err)
 		}
 		if len(links) > 0 && links[len(links)-1].URL >= l.URL {
