@@ -89,6 +89,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 		rec     int // index in recs of its response or revisit record
 	}
 	var caps []pending
+	var recCount []int                         // records of each capture in caps
 	firstInGroup := map[string]index.Capture{} // payload digest → first capture of this group
 	var captures, bytes int64
 	for i := range group {
@@ -99,6 +100,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 				return err
 			}
 			caps = append(caps, pending{capture: cp, rec: len(recs)})
+			recCount = append(recCount, len(rs))
 			recs = append(recs, rs...)
 			if r.hasLease {
 				captures++
@@ -167,7 +169,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 		for _, l := range locs {
 			ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
 		}
-		for _, p := range caps {
+		for k, p := range caps {
 			cp, loc := p.capture, locs[p.rec]
 			cp.Segment, cp.Offset, cp.Length = loc.Segment, loc.Offset, loc.Length
 			if err := index.Put(b, cp); err != nil {
@@ -178,7 +180,16 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 					return err
 				}
 			}
+			if c.cfg.Replicator != nil {
+				if err := c.cfg.Replicator.Captured(b, cp, locs[p.rec:p.rec+recCount[k]]); err != nil {
+					return fmt.Errorf("crawl: replicate: %w", err)
+				}
+			}
 		}
+	}
+	stored, err := c.stageCopies(b, openWriter, group, ends)
+	if err != nil {
+		return err
 	}
 	st := c.stats.state()
 	st.Captures += captures
@@ -193,7 +204,13 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 	if c.cfg.Router != nil {
 		c.cfg.Router.Committed()
 	}
-	for _, r := range group {
+	if c.cfg.Replicator != nil {
+		c.cfg.Replicator.Committed()
+	}
+	for i, r := range group {
+		if r.stored != nil {
+			r.stored <- stored[i]
+		}
 		if r.ack != nil {
 			r.ack <- nil
 		}

@@ -53,6 +53,9 @@ type Config struct {
 	// Router, when set, hands every URL whose host another node owns to
 	// that node instead of the frontier.
 	Router Router
+	// Replicator, when set, is told of every capture this node makes, in
+	// the batch that indexes it.
+	Replicator Replicator
 	// Continuous keeps Run going when the frontier is empty, waiting for
 	// URLs from Submit and Accept, until its context ends.
 	Continuous bool

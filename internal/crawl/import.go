@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base32"
 	"encoding/binary"
 	"encoding/hex"
@@ -282,8 +281,7 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 		// Not a capture: known by its record ID alone.
 		var key []byte
 		if id := rec.ID(); id != "" {
-			sum := sha256.Sum256([]byte(id))
-			key = append([]byte(importedPrefix), sum[:16]...)
+			key = recordIDKey(importedPrefix, id)
 			if g.rids[string(key)] {
 				im.stats.Duplicates++
 				return nil

@@ -33,6 +33,9 @@ type result struct {
 	queueSeeds bool                      // queue seeds too (Submit)
 	keep       bool                      // queue here whoever owns the host (Accept)
 	update     func(*pebble.Batch) error // staged into the commit's batch (Update)
+	copies     []Copy                    // records from other nodes (Store)
+	copyIDs    []string                  // their record IDs
+	stored     chan<- int                // told how many copies were new (Store)
 }
 
 // process fetches one leased URL and extracts its links.

@@ -236,6 +236,24 @@ func AppendCDXJ(dst []byte, c Capture) []byte {
 	return append(dst, '\n')
 }
 
+// HasRecord reports whether r, the database or an indexed batch, holds
+// the capture of urlKey at time t made by the record recordID.
+func HasRecord(r pebble.Reader, urlKey string, t time.Time, recordID string) (bool, error) {
+	v, closer, err := r.Get(captureKey(urlKey, t))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("index: %w", err)
+	}
+	defer closer.Close()
+	c, err := decodeCapture(v)
+	if err != nil {
+		return false, err
+	}
+	return c.RecordID == recordID, nil
+}
+
 func captureKey(urlKey string, t time.Time) []byte {
 	k := make([]byte, 0, len(capturePrefix)+len(urlKey)+1+8)
 	k = append(k, capturePrefix...)

@@ -207,8 +207,33 @@ func (w *Writer) WriteGroup(recs []*Record) ([]Location, error) {
 			return nil, err
 		}
 	}
+	return w.append(members, total)
+}
+
+// WriteMembers appends gzip members, each holding one record, exactly as
+// given — copies of records another writer made, which must stay byte for
+// byte what they were — with one write, after rolling to a new segment if
+// they would overflow this one. The caller has checked the members.
+func (w *Writer) WriteMembers(members [][]byte) ([]Location, error) {
+	total := 0
+	for _, m := range members {
+		total += len(m)
+	}
+	if total == 0 {
+		return nil, nil
+	}
+	if w.size > w.infoSize && w.size+int64(total) > w.opts.MaxSegmentSize {
+		if err := w.roll(); err != nil {
+			return nil, err
+		}
+	}
+	return w.append(members, total)
+}
+
+// append writes members, total bytes, at the end of the segment.
+func (w *Writer) append(members [][]byte, total int) ([]Location, error) {
 	buf := make([]byte, 0, total)
-	locs := make([]Location, len(recs))
+	locs := make([]Location, len(members))
 	off := w.size
 	for i, m := range members {
 		locs[i] = Location{Segment: w.name, Offset: off, Length: int64(len(m))}

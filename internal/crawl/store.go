@@ -1,0 +1,177 @@
+package crawl
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// A Replicator copies the captures this node makes to the other nodes that
+// must hold them.
+type Replicator interface {
+	// Captured stages into b, which the crawler commits and then reports
+	// with Committed, the copying of capture c, whose records (its own
+	// first, then its request and metadata) are at locs.
+	Captured(b *pebble.Batch, c index.Capture, locs []warc.Location) error
+	Committed()
+}
+
+// A Copy is a WARC record another node archived, as the gzip member it
+// wrote: stored here byte for byte.
+type Copy struct {
+	Member []byte
+	// Capture is the record's index entry when the record is a capture
+	// (response, revisit); its location fields are ignored.
+	Capture *index.Capture
+}
+
+// copiedPrefix keys the records copied from other nodes that the capture
+// index does not cover (requests, metadata): + the SHA-256 of the record ID,
+// as for imports, so a copy received twice is stored once.
+const copiedPrefix = importedPrefix
+
+// Store adds copies of records made by other nodes to this node's archive
+// (replication and repair) and returns once they are durable, with the
+// number stored: a record already here is skipped. The caller has checked
+// each member's digest; Store reads each record's header to check it
+// against its capture and to know its ID.
+func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
+	ids := make([]string, len(copies))
+	for i, cp := range copies {
+		id, err := memberRecordID(cp.Member)
+		if err != nil {
+			return 0, fmt.Errorf("crawl: copy %d: %w", i, err)
+		}
+		if cp.Capture != nil && cp.Capture.RecordID != id {
+			return 0, fmt.Errorf("crawl: copy %d is record %s, but its capture names %s", i, id, cp.Capture.RecordID)
+		}
+		ids[i] = id
+	}
+	done := make(chan int, 1)
+	err := c.send(ctx, result{copies: copies, copyIDs: ids, stored: done})
+	if err != nil {
+		return 0, err
+	}
+	return <-done, nil
+}
+
+// memberRecordID reads the WARC-Record-ID of the record in a gzip member.
+func memberRecordID(member []byte) (string, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(member))
+	if err != nil {
+		return "", fmt.Errorf("not a gzip member: %w", err)
+	}
+	zr.Multistream(false)
+	h, err := warc.ReadHeader(bufio.NewReader(zr))
+	if err != nil {
+		return "", err
+	}
+	id := h.Get("WARC-Record-ID")
+	if id == "" {
+		return "", errors.New("record without WARC-Record-ID")
+	}
+	return id, nil
+}
+
+// stageCopies writes the copies of a group's results that are not in the
+// archive yet and stages their index entries; it returns the number stored
+// per result.
+func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, error), group []result, ends map[string]int64) ([]int, error) {
+	stored := make([]int, len(group))
+	var members [][]byte
+	type entry struct {
+		result int
+		cp     *index.Capture
+	}
+	var entries []entry
+	seen := map[string]bool{} // record IDs in this group
+	for i := range group {
+		r := &group[i]
+		for j, cp := range r.copies {
+			id := r.copyIDs[j]
+			have, err := haveRecord(b, id, cp.Capture)
+			if err != nil {
+				return nil, err
+			}
+			if have || seen[id] {
+				continue
+			}
+			seen[id] = true
+			members = append(members, cp.Member)
+			entries = append(entries, entry{i, cp.Capture})
+			if cp.Capture == nil {
+				if err := b.Set(recordIDKey(copiedPrefix, id), nil, nil); err != nil {
+					return nil, fmt.Errorf("crawl: %w", err)
+				}
+			}
+		}
+	}
+	if len(members) == 0 {
+		return stored, nil
+	}
+	w, err := openWriter()
+	if err != nil {
+		return nil, err
+	}
+	locs, err := w.WriteMembers(members)
+	if err != nil {
+		return nil, fmt.Errorf("crawl: warc: %w", err)
+	}
+	for k, e := range entries {
+		l := locs[k]
+		ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
+		stored[e.result]++
+		if e.cp == nil {
+			continue
+		}
+		cp := *e.cp
+		cp.Segment, cp.Offset, cp.Length, cp.Node = l.Segment, l.Offset, l.Length, ""
+		if err := index.Put(b, cp); err != nil {
+			return nil, err
+		}
+		if cp.Type == warc.TypeResponse {
+			if _, ok, err := index.ByDigest(b, cp.Digest); err != nil {
+				return nil, err
+			} else if !ok {
+				if err := index.PutDigest(b, cp); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return stored, nil
+}
+
+// haveRecord reports whether the record with this ID is archived here: a
+// capture by its index entry, another record by the mark Store and Import
+// leave.
+func haveRecord(b *pebble.Batch, id string, cp *index.Capture) (bool, error) {
+	if cp == nil {
+		_, closer, err := b.Get(recordIDKey(copiedPrefix, id))
+		if err == nil {
+			closer.Close()
+			return true, nil
+		}
+		if errors.Is(err, pebble.ErrNotFound) {
+			return false, nil
+		}
+		return false, fmt.Errorf("crawl: %w", err)
+	}
+	return index.HasRecord(b, cp.URLKey, cp.Time, id)
+}
+
+// recordIDKey is the key under prefix that marks the record with this ID
+// as archived.
+func recordIDKey(prefix, id string) []byte {
+	sum := sha256.Sum256([]byte(id))
+	return append([]byte(prefix), sum[:16]...)
+}

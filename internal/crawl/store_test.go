@@ -1,0 +1,124 @@
+package crawl
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/warc"
+	"github.com/waggle-archive/waggle/internal/websim"
+)
+
+// member reads the gzip member at loc in dir.
+func member(t *testing.T, dir string, loc warc.Location) []byte {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, loc.Segment))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, loc.Length)
+	if _, err := f.ReadAt(b, loc.Offset); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Records copied from another node are stored byte for byte, indexed at
+// their new place, once only, and survive a restart.
+func TestStoreCopies(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 5, Hosts: 4, Pages: 40})
+	src := testConfig(t, srv.URL(), web.Seeds()...)
+	runCrawl(t, src)
+	srcDir := filepath.Join(src.Data, "warc")
+	var copies []Copy
+	var want []index.Capture
+	for _, cs := range archived(t, src.Data) {
+		for _, cp := range cs {
+			cp := cp
+			copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+			want = append(want, cp)
+		}
+	}
+	if len(copies) < 20 {
+		t.Fatalf("only %d captures to copy", len(copies))
+	}
+
+	dst := testConfig(t, srv.URL())
+	dst.Continuous = true
+	store := func(cs []Copy) int {
+		c, err := Open(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { c.Run(ctx); close(done) }()
+		n, err := c.Store(ctx, cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		<-done
+		c.Close()
+		return n
+	}
+	half := len(copies) / 2
+	if n := store(copies[:half]); n != half {
+		t.Errorf("first Store stored %d of %d", n, half)
+	}
+	// Again, with the rest: only the rest is new; then nothing is.
+	if n := store(copies); n != len(copies)-half {
+		t.Errorf("second Store stored %d, want %d", n, len(copies)-half)
+	}
+	if n := store(copies); n != 0 {
+		t.Errorf("third Store stored %d, want 0", n)
+	}
+	got := archived(t, dst.Data)
+	dstDir := filepath.Join(dst.Data, "warc")
+	for i, w := range want {
+		var found *index.Capture
+		for _, g := range got[w.URL] {
+			if g.RecordID == w.RecordID {
+				found = &g
+			}
+		}
+		if found == nil {
+			t.Errorf("%s (%s) not stored", w.URL, w.RecordID)
+			continue
+		}
+		if len(got[w.URL]) != len(archived(t, src.Data)[w.URL]) {
+			t.Errorf("%s stored %d times", w.URL, len(got[w.URL]))
+		}
+		b := member(t, dstDir, warc.Location{Segment: found.Segment, Offset: found.Offset, Length: found.Length})
+		if !bytes.Equal(b, copies[i].Member) {
+			t.Errorf("%s: stored bytes differ from the original member", w.URL)
+		}
+		if !found.Time.Equal(w.Time) || found.Digest != w.Digest || found.Status != w.Status {
+			t.Errorf("%s: index entry %+v, want %+v", w.URL, found, w)
+		}
+	}
+	verifyWARCs(t, dst.Data, got)
+
+	// A copy whose member is not the record its capture names is refused.
+	bad := copies[0]
+	other := *copies[1].Capture
+	bad.Capture = &other
+	c, err := Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Store(ctx, []Copy{bad}); err == nil {
+		t.Error("a copy with the wrong capture was stored")
+	}
+	if _, err := c.Store(ctx, []Copy{{Member: []byte("not gzip")}}); err == nil {
+		t.Error("garbage was stored")
+	}
+}
