@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
@@ -76,4 +78,22 @@ func (l *Local) Record(_ context.Context, c index.Capture) (*warc.Record, error)
 		return nil, fmt.Errorf("archive: %w", err)
 	}
 	return rec, nil
+}
+
+// Member returns the gzip member holding a capture's record, as written,
+// after checking that it reads back as the capture's record.
+func (l *Local) Member(c index.Capture) ([]byte, error) {
+	if _, err := l.Record(context.Background(), c); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(l.dir, filepath.Base(c.Segment)))
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	defer f.Close()
+	b := make([]byte, c.Length)
+	if _, err := f.ReadAt(b, c.Offset); err != nil {
+		return nil, fmt.Errorf("archive: %s at %d: %w", c.Segment, c.Offset, err)
+	}
+	return b, nil
 }

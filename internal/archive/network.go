@@ -1,7 +1,7 @@
 package archive
 
 import (
-	"bufio"
+	"bytes"
 	"container/heap"
 	"context"
 	"errors"
@@ -259,12 +259,31 @@ func (n *Network) Record(ctx context.Context, c index.Capture) (*warc.Record, er
 	if c.Node == "" || c.Node == n.self {
 		return n.local.Record(ctx, c)
 	}
+	_, rec, err := n.fetch(ctx, c)
+	return rec, err
+}
+
+// Member returns the gzip member holding a capture's record, byte for byte
+// as the node holding it wrote it, checked as Record checks it: what a node
+// copies to repair or complete its own archive.
+func (n *Network) Member(ctx context.Context, c index.Capture) ([]byte, error) {
+	if c.Node == "" || c.Node == n.self {
+		return n.local.Member(c)
+	}
+	b, _, err := n.fetch(ctx, c)
+	return b, err
+}
+
+// fetch reads a capture's record from the node holding it and checks it:
+// one gzip member of exactly the capture's length, holding one record whose
+// block digest verifies and whose ID is the capture's.
+func (n *Network) fetch(ctx context.Context, c index.Capture) ([]byte, *warc.Record, error) {
 	if c.Length <= 0 || c.Length > MaxRecordBytes || c.Offset < 0 {
-		return nil, fmt.Errorf("archive: record of %.200q at %s: location %d+%d out of bounds", c.URLKey, c.Timestamp14(), c.Offset, c.Length)
+		return nil, nil, fmt.Errorf("archive: record of %.200q at %s: location %d+%d out of bounds", c.URLKey, c.Timestamp14(), c.Offset, c.Length)
 	}
 	node, err := n.member(c.Node)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, recordPath+"?"+url.Values{
 		"segment": {c.Segment},
@@ -272,45 +291,48 @@ func (n *Network) Record(ctx context.Context, c index.Capture) (*warc.Record, er
 		"length":  {strconv.FormatInt(c.Length, 10)},
 	}.Encode(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
+		return nil, nil, fmt.Errorf("archive: %w", err)
 	}
 	resp, err := n.client.Do(ctx, node.Addr, node.ID, req)
 	if err != nil {
-		return nil, n.failed(ctx, node.ID, err)
+		return nil, nil, n.failed(ctx, node.ID, err)
 	}
 	defer resp.Body.Close()
 	if err := answerOK(resp, "application/octet-stream"); err != nil {
-		return nil, n.failed(ctx, node.ID, err)
+		return nil, nil, n.failed(ctx, node.ID, err)
 	}
 	if resp.ContentLength >= 0 && resp.ContentLength != c.Length {
-		return nil, n.failed(ctx, node.ID, fmt.Errorf("record answer of %d bytes, want %d", resp.ContentLength, c.Length))
+		return nil, nil, n.failed(ctx, node.ID, fmt.Errorf("record answer of %d bytes, want %d", resp.ContentLength, c.Length))
 	}
-	body := bufio.NewReaderSize(io.LimitReader(resp.Body, c.Length), 64<<10)
-	if magic, err := body.Peek(2); err != nil || magic[0] != 0x1f || magic[1] != 0x8b {
-		return nil, n.failed(ctx, node.ID, fmt.Errorf("record answer is not a gzip member (%v)", err))
-	}
-	rd, err := warc.NewReader(body)
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, c.Length+1))
 	if err != nil {
-		return nil, n.failed(ctx, node.ID, err)
+		return nil, nil, n.failed(ctx, node.ID, err)
+	}
+	switch {
+	case int64(len(raw)) > c.Length:
+		return nil, nil, n.failed(ctx, node.ID, fmt.Errorf("record answer longer than %d bytes", c.Length))
+	case len(raw) < 2 || raw[0] != 0x1f || raw[1] != 0x8b:
+		return nil, nil, n.failed(ctx, node.ID, errors.New("record answer is not a gzip member"))
+	}
+	rd, err := warc.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil, n.failed(ctx, node.ID, err)
 	}
 	rec, loc, err := rd.Next()
 	if err != nil {
-		return nil, n.failed(ctx, node.ID, err)
+		return nil, nil, n.failed(ctx, node.ID, err)
 	}
 	if loc.Length != c.Length {
-		return nil, n.failed(ctx, node.ID, fmt.Errorf("record answer is not one record in one gzip member of %d bytes", c.Length))
-	}
-	if _, err := io.ReadFull(resp.Body, make([]byte, 1)); !errors.Is(err, io.EOF) {
-		return nil, n.failed(ctx, node.ID, fmt.Errorf("record answer longer than %d bytes", c.Length))
+		return nil, nil, n.failed(ctx, node.ID, fmt.Errorf("record answer is not one record in one gzip member of %d bytes", c.Length))
 	}
 	where := fmt.Sprintf("%s at offset %d", c.Segment, c.Offset)
 	if err := warc.VerifyBlock(rec); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w: %s", ErrUnavailable, node.ID, err, where)
+		return nil, nil, fmt.Errorf("%w: %s: %w: %s", ErrUnavailable, node.ID, err, where)
 	}
 	if c.RecordID != "" && rec.ID() != c.RecordID {
-		return nil, n.failed(ctx, node.ID, fmt.Errorf("%s holds record %.100s, not %s", where, rec.ID(), c.RecordID))
+		return nil, nil, n.failed(ctx, node.ID, fmt.Errorf("%s holds record %.100s, not %s", where, rec.ID(), c.RecordID))
 	}
-	return rec, nil
+	return raw, rec, nil
 }
 
 // ownerOf returns the node that owns site.

@@ -333,6 +333,15 @@ func TestCapturesFromOwner(t *testing.T) {
 				t.Fatal(err)
 			}
 			sameRecord(t, rec, own)
+			// The member travels byte for byte.
+			m, err := cl.net.Member(ctx, c)
+			if err != nil {
+				t.Fatalf("Member(%s %s): %v", c.URLKey, c.Timestamp14(), err)
+			}
+			ownMember, err := owner.local.Member(c)
+			if err != nil || !bytes.Equal(m, ownMember) {
+				t.Errorf("Member(%s): %d bytes differ from the owner's %d (%v)", c.URLKey, len(m), len(ownMember), err)
+			}
 		}
 		// ByDigest asks the node the capture came from.
 		o, ok, err := cl.net.ByDigest(ctx, got[1], got[1].Digest)

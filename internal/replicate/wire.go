@@ -1,0 +1,351 @@
+package replicate
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// The wire format of a batch (POST /v1/replicate) is, uncompressed since
+// the members are gzip already,
+//
+//	"WGR" 0x01                              magic and version
+//	uvarint n                               number of entries, 1..MaxBatchEntries
+//	n × (capture,                           the entry's index entry
+//	     uvarint m,                         number of records, 1..MaxEntryRecords
+//	     m × (uvarint len, len bytes))      each record's gzip member, the capture's own first
+//
+// and a capture is
+//
+//	varint  time (Unix nanoseconds)
+//	7 × (uvarint len, bytes)                URLKey URL Type MIME Digest RecordID Redirect
+//	uvarint status
+//
+// Every field of index.Capture travels except Node and the location
+// (Segment, Offset, Length), which only the receiver can know.
+const (
+	// ContentType is the media type of a batch.
+	ContentType = "application/x-waggle-replicate"
+	// MaxBodyBytes limits a batch's size. The peer.Server the Handler runs
+	// behind must allow bodies this large (its MaxBodyBytes).
+	MaxBodyBytes = 64 << 20
+	// MaxMemberBytes limits one record's gzip member.
+	MaxMemberBytes = 64 << 20
+	// MaxBlockBytes limits the decompressed content block of one record,
+	// which is held in memory while its digest is checked.
+	MaxBlockBytes = 128 << 20
+	// MaxBatchEntries is the most entries a batch may carry.
+	MaxBatchEntries = 100_000
+	// MaxEntryRecords is the most records one entry may carry.
+	MaxEntryRecords = 16
+	// maxField limits each string of a capture.
+	maxField = 64 << 10
+)
+
+var magic = []byte{'W', 'G', 'R', 1}
+
+// errTooLarge marks a batch or record over one of the limits.
+var errTooLarge = errors.New("replicate: over the size limits")
+
+// A Copy is a record received from the capture's owner.
+type Copy struct {
+	// Member is one gzip member holding one WARC record, byte for byte as
+	// the owner wrote it.
+	Member []byte
+	// Capture is set on the capture's own record (the first of its
+	// entry); nil on its request and metadata records. Node, Segment,
+	// Offset and Length are zero: the receiver sets them.
+	Capture *index.Capture
+}
+
+// wireEntry is one entry of a batch being encoded.
+type wireEntry struct {
+	capture index.Capture
+	members [][]byte
+}
+
+// appendCapture appends the encoding of c shared by the wire format and
+// the queue.
+func appendCapture(dst []byte, c *index.Capture) []byte {
+	dst = binary.AppendVarint(dst, c.Time.UnixNano())
+	for _, s := range [...]string{c.URLKey, c.URL, c.Type, c.MIME, c.Digest, c.RecordID, c.Redirect} {
+		dst = binary.AppendUvarint(dst, uint64(len(s)))
+		dst = append(dst, s...)
+	}
+	return binary.AppendUvarint(dst, uint64(c.Status))
+}
+
+// encodeBatch appends the wire form of entries to dst.
+func encodeBatch(dst []byte, entries []wireEntry) []byte {
+	dst = append(dst, magic...)
+	dst = binary.AppendUvarint(dst, uint64(len(entries)))
+	for i := range entries {
+		e := &entries[i]
+		dst = appendCapture(dst, &e.capture)
+		dst = binary.AppendUvarint(dst, uint64(len(e.members)))
+		for _, m := range e.members {
+			dst = binary.AppendUvarint(dst, uint64(len(m)))
+			dst = append(dst, m...)
+		}
+	}
+	return dst
+}
+
+// wireSize is the size of the wire form of an entry whose members are
+// n bytes in all, a bound good enough for batching.
+func wireSize(c *index.Capture, records, n int) int {
+	return 10 + 7*3 + len(c.URLKey) + len(c.URL) + len(c.Type) + len(c.MIME) + len(c.Digest) +
+		len(c.RecordID) + len(c.Redirect) + 3 + 1 + records*10 + n
+}
+
+// reader decodes the fields of a queue value or a batch.
+type reader struct {
+	buf []byte
+	err error
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf(format, args...)
+	}
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.buf)
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.buf = r.buf[n:]
+	return v
+}
+
+func (r *reader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.buf)
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.buf = r.buf[n:]
+	return v
+}
+
+// bytes returns the next n bytes, aliasing the buffer.
+func (r *reader) bytes(n uint64, what string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.buf)) {
+		r.fail("%s of %d bytes cut off", what, n)
+		return nil
+	}
+	b := r.buf[:n:n]
+	r.buf = r.buf[n:]
+	return b
+}
+
+func (r *reader) str(what string, limit uint64) string {
+	n := r.uvarint(what + " length")
+	if n > limit {
+		r.fail("%s of %d bytes is longer than %d", what, n, limit)
+		return ""
+	}
+	return string(r.bytes(n, what))
+}
+
+// capture decodes a capture and checks it (see checkCapture).
+func (r *reader) capture() *index.Capture {
+	c := &index.Capture{Time: time.Unix(0, r.varint("capture time")).UTC()}
+	for _, f := range [...]struct {
+		s    *string
+		name string
+	}{{&c.URLKey, "URL key"}, {&c.URL, "URL"}, {&c.Type, "type"}, {&c.MIME, "media type"},
+		{&c.Digest, "digest"}, {&c.RecordID, "record ID"}, {&c.Redirect, "redirect"}} {
+		*f.s = r.str(f.name, maxField)
+	}
+	status := r.uvarint("status")
+	if r.err != nil {
+		return nil
+	}
+	if status > 999 {
+		r.fail("status %d", status)
+		return nil
+	}
+	c.Status = int(status)
+	if why := checkCapture(c); why != "" {
+		r.fail("%s", why)
+		return nil
+	}
+	return c
+}
+
+// checkCapture reports why c cannot be an index entry, or "".
+func checkCapture(c *index.Capture) string {
+	switch {
+	case c.URLKey == "":
+		return "capture without URL key"
+	case strings.IndexByte(c.URLKey, 0) >= 0:
+		return "URL key contains NUL"
+	case c.RecordID == "":
+		return "capture without record ID"
+	case c.Type == "":
+		return "capture without record type"
+	case c.Status < 0 || c.Status > 999:
+		return fmt.Sprintf("status %d", c.Status)
+	case !time.Unix(0, c.Time.UnixNano()).Equal(c.Time):
+		return "capture time outside what the index can hold"
+	}
+	for _, s := range [...]string{c.URLKey, c.URL, c.Type, c.MIME, c.Digest, c.RecordID, c.Redirect} {
+		if len(s) > maxField {
+			return fmt.Sprintf("capture field of %d bytes is longer than %d", len(s), maxField)
+		}
+	}
+	return ""
+}
+
+// decodeCopies parses a batch body, checking its framing, limits and
+// index entries, but not its members (see verifyCopy). The members alias
+// body.
+func decodeCopies(body []byte) ([]Copy, error) {
+	if len(body) > MaxBodyBytes {
+		return nil, fmt.Errorf("%w: batch of %d bytes, at most %d", errTooLarge, len(body), MaxBodyBytes)
+	}
+	if len(body) < len(magic) || !bytes.Equal(body[:3], magic[:3]) {
+		return nil, errors.New("replicate: not a replication batch")
+	}
+	if body[3] != magic[3] {
+		return nil, fmt.Errorf("replicate: batch version %d is not supported (want %d)", body[3], magic[3])
+	}
+	r := &reader{buf: body[len(magic):]}
+	n := r.uvarint("entry count")
+	switch {
+	case r.err != nil:
+	case n == 0:
+		r.fail("empty batch")
+	case n > MaxBatchEntries:
+		return nil, fmt.Errorf("%w: %d entries, at most %d", errTooLarge, n, MaxBatchEntries)
+	}
+	var copies []Copy
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		c := r.capture()
+		m := r.uvarint("record count")
+		if r.err != nil {
+			return nil, fmt.Errorf("replicate: batch: entry %d: %w", i, r.err)
+		}
+		if m == 0 || m > MaxEntryRecords {
+			return nil, fmt.Errorf("replicate: batch: entry %d has %d records, want 1 to %d", i, m, MaxEntryRecords)
+		}
+		for j := range m {
+			l := r.uvarint("member length")
+			if r.err == nil && (l == 0 || l > MaxMemberBytes) {
+				if l > MaxMemberBytes {
+					return nil, fmt.Errorf("%w: entry %d: member of %d bytes, at most %d", errTooLarge, i, l, MaxMemberBytes)
+				}
+				r.fail("empty member")
+			}
+			b := r.bytes(l, "member")
+			if r.err != nil {
+				return nil, fmt.Errorf("replicate: batch: entry %d, record %d: %w", i, j, r.err)
+			}
+			cp := Copy{Member: b}
+			if j == 0 {
+				cp.Capture = c
+			}
+			copies = append(copies, cp)
+		}
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("replicate: batch: %w", r.err)
+	}
+	if len(r.buf) > 0 {
+		return nil, fmt.Errorf("replicate: batch: %d bytes after the last entry", len(r.buf))
+	}
+	return copies, nil
+}
+
+// readMember checks that m is exactly one gzip member holding exactly one
+// WARC record, with its CRC-32 and its WARC-Block-Digest (when it has one
+// in an algorithm warc.VerifyBlock knows) right, and returns the record.
+func readMember(m []byte) (*warc.Record, error) {
+	if len(m) > MaxMemberBytes {
+		return nil, fmt.Errorf("%w: member of %d bytes, at most %d", errTooLarge, len(m), MaxMemberBytes)
+	}
+	if len(m) < 2 || m[0] != 0x1f || m[1] != 0x8b {
+		return nil, errors.New("not a gzip member")
+	}
+	rd, err := warc.NewReader(bytes.NewReader(m))
+	if err != nil {
+		return nil, err
+	}
+	rd.MaxBlock = MaxBlockBytes
+	rec, loc, err := rd.Next()
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil, errors.New("gzip member holds no record")
+	case err != nil:
+		return nil, err
+	case loc.Length == 0:
+		return nil, errors.New("gzip member holds more than one record, or bytes after its record")
+	case loc.Length != int64(len(m)):
+		return nil, fmt.Errorf("%d bytes after the gzip member", int64(len(m))-loc.Length)
+	}
+	if err := warc.VerifyBlock(rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// matches reports why rec is not the record of capture c, or "".
+func matches(rec *warc.Record, c *index.Capture) string {
+	if id := rec.ID(); id != c.RecordID {
+		return fmt.Sprintf("record ID %.100q is not the capture's %.100q", id, c.RecordID)
+	}
+	if typ := rec.Type(); typ != c.Type {
+		return fmt.Sprintf("record type %.40q is not the capture's %.40q", typ, c.Type)
+	}
+	key, err := urlkey.SURT(rec.TargetURI())
+	if err != nil {
+		return fmt.Sprintf("target URI %.200q: %v", rec.TargetURI(), err)
+	}
+	if key != c.URLKey {
+		return fmt.Sprintf("target URI %.200q has key %.200q, not the capture's %.200q", rec.TargetURI(), key, c.URLKey)
+	}
+	// A WARC-Date is written to the microsecond at most, cut, not rounded.
+	d, err := rec.Date()
+	if err != nil {
+		return err.Error()
+	}
+	if !d.Equal(c.Time) && !d.Equal(c.Time.Truncate(time.Microsecond)) {
+		return fmt.Sprintf("record date %s is not the capture's %s", d.Format(time.RFC3339Nano), c.Time.UTC().Format(time.RFC3339Nano))
+	}
+	return ""
+}
+
+// verifyCopy checks a copy's member and, for a capture's own record, that
+// it is the record the capture names.
+func verifyCopy(cp Copy) error {
+	rec, err := readMember(cp.Member)
+	if err != nil {
+		return err
+	}
+	if cp.Capture != nil {
+		if why := matches(rec, cp.Capture); why != "" {
+			return errors.New(why)
+		}
+	}
+	return nil
+}
