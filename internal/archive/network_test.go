@@ -365,9 +365,9 @@ func TestCapturesFromOwner(t *testing.T) {
 	if _, err := cl.net.Record(ctx, got[0]); err != nil {
 		t.Errorf("Record of an own capture: %v", err)
 	}
-	if n := cl.nodes[1].calls.Load() + cl.nodes[2].calls.Load(); n != 2*7 {
-		// Per URL: Captures twice, CapturesBetween, Record and ByDigest twice each.
-		t.Errorf("%d peer requests, want %d", n, 2*7)
+	if n := cl.nodes[1].calls.Load() + cl.nodes[2].calls.Load(); n != 2*9 {
+		// Per URL: Captures twice, CapturesBetween, Record, Member and ByDigest twice each.
+		t.Errorf("%d peer requests, want %d", n, 2*9)
 	}
 }
 
