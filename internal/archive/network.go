@@ -335,6 +335,26 @@ func (n *Network) fetch(ctx context.Context, c index.Capture) ([]byte, *warc.Rec
 	return raw, rec, nil
 }
 
+// CapturesOn calls fn for each capture of urlKey that the node with this
+// ID holds, in time order: a question for one node, such as a previous
+// owner of the key's site asked whether it archived a URL already.
+func (n *Network) CapturesOn(ctx context.Context, id, urlKey string, fn func(index.Capture) (bool, error)) error {
+	if id == "" || id == n.self {
+		return n.local.Captures(ctx, urlKey, false, fn)
+	}
+	node, err := n.member(id)
+	if err != nil {
+		return err
+	}
+	if _, err := n.remote(ctx, node, query{byKey: true, key: urlKey}, fn); err != nil {
+		if errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		return n.failed(ctx, id, err)
+	}
+	return nil
+}
+
 // ownerOf returns the node that owns site.
 func (n *Network) ownerOf(site string) (Node, error) {
 	id, addr, ok := n.owner(site)

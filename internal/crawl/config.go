@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,11 @@ type Config struct {
 	// Replicator, when set, is told of every capture this node makes, in
 	// the batch that indexes it.
 	Replicator Replicator
+	// Recover, when set, is asked before a URL is fetched whether another
+	// node archived it already (UbiCrawler's page recovery: a node that
+	// has just taken over a host asks its previous holders); a URL it
+	// answers true for is not fetched.
+	Recover func(ctx context.Context, url string) bool
 	// Continuous keeps Run going when the frontier is empty, waiting for
 	// URLs from Submit and Accept, until its context ends.
 	Continuous bool

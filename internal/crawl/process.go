@@ -42,6 +42,11 @@ type result struct {
 func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 	r := result{lease: l, hasLease: true}
 	log := c.cfg.Logger.With("url", l.URL)
+	if c.cfg.Recover != nil && c.cfg.Recover(ctx, l.URL) {
+		c.stats.recovered.Add(1)
+		r.outcome = "recovered"
+		return r
+	}
 	if c.robots != nil {
 		d, err := c.robots.Check(ctx, l.URL)
 		if err != nil {

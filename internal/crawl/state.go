@@ -153,15 +153,18 @@ func truncateSync(path string, size int64) error {
 
 // Stats are a crawl's counters.
 type Stats struct {
-	Captures int64         // captures in the data directory
-	New      int64         // captures made by this run
-	Bytes    int64         // raw response bytes archived by this run
-	Errors   int64         // fetches that failed
-	Robots   int64         // URLs not fetched because robots.txt disallows them
-	Queued   int           // URLs waiting in the frontier
-	Hosts    int           // hosts known to the frontier
-	Elapsed  time.Duration // since Run started
-	PerSec   float64
+	Captures int64 // captures in the data directory
+	New      int64 // captures made by this run
+	Bytes    int64 // raw response bytes archived by this run
+	Errors   int64 // fetches that failed
+	Robots   int64 // URLs not fetched because robots.txt disallows them
+	// Recovered counts URLs not fetched because another node had archived
+	// them (Config.Recover).
+	Recovered int64
+	Queued    int           // URLs waiting in the frontier
+	Hosts     int           // hosts known to the frontier
+	Elapsed   time.Duration // since Run started
+	PerSec    float64
 }
 
 // counters are the live, concurrently updated form of Stats.
@@ -170,6 +173,7 @@ type counters struct {
 	base            state // as loaded at Open
 	captures, bytes atomic.Int64
 	errors, robots  atomic.Int64
+	recovered       atomic.Int64
 }
 
 func (c *counters) restore(st state) { c.base = st }
@@ -181,10 +185,11 @@ func (c *counters) state() state {
 
 func (c *counters) snapshot() Stats {
 	s := Stats{
-		New:    c.captures.Load(),
-		Bytes:  c.bytes.Load(),
-		Errors: c.errors.Load(),
-		Robots: c.robots.Load(),
+		New:       c.captures.Load(),
+		Bytes:     c.bytes.Load(),
+		Errors:    c.errors.Load(),
+		Robots:    c.robots.Load(),
+		Recovered: c.recovered.Load(),
 	}
 	s.Captures = c.base.Captures + s.New
 	if !c.start.IsZero() {

@@ -99,6 +99,8 @@ type Node struct {
 
 	received, refused atomic.Int64 // URLs accepted from peers, and turned down
 	rate              rate
+	net               *archive.Network // the network's archive (nil for a single node)
+	past              pastRings        // recent rings, for page recovery
 
 	seedMu     sync.Mutex
 	seedSynced map[string]bool // members whose seeds this node has
@@ -158,6 +160,7 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	cc.Logger = log
 	if n.router != nil {
 		cc.Router = n.router
+		cc.Recover = n.recover
 	}
 	if n.crawl, err = crawl.Open(cc); err != nil {
 		return nil, err
@@ -233,7 +236,7 @@ func (n *Node) openNetwork(ctx context.Context) error {
 		return err
 	}
 	n.router.members = n.members
-	n.arc = archive.NewNetwork(archive.NetworkConfig{
+	n.net = archive.NewNetwork(archive.NetworkConfig{
 		Local:   n.local,
 		Self:    cfg.Credential.ID(),
 		Client:  n.client,
@@ -241,6 +244,8 @@ func (n *Node) openNetwork(ctx context.Context) error {
 		Members: n.liveNodes,
 		Logger:  n.log,
 	})
+	n.arc = n.net
+	n.past.changed(n.members.Ring(), n.ID(), time.Now())
 	return nil
 }
 

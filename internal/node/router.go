@@ -82,6 +82,7 @@ func (n *Node) watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-n.members.Changes():
+			n.past.changed(n.members.Ring(), n.ID(), time.Now())
 			n.rememberPeers()
 			err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
 				return n.out.Reroute(b, n.ownerOfURL)

@@ -40,7 +40,10 @@ type CrawlStatus struct {
 	Bytes    int64 `json:"bytes"` // archived by this run
 	Errors   int64 `json:"errors"`
 	Robots   int64 `json:"robots_blocked"`
-	Queued   int   `json:"queued"`
+	// Recovered counts URLs not fetched because the previous holder of
+	// their host had them (page recovery).
+	Recovered int64 `json:"recovered"`
+	Queued    int   `json:"queued"`
 	// Hosts is the number of hosts in this node's frontier: those it owns
 	// or owned.
 	Hosts int `json:"hosts"`
@@ -90,7 +93,7 @@ func (n *Node) localStatus() Status {
 			UptimeSeconds: time.Since(n.start).Seconds(),
 		},
 		Crawl: CrawlStatus{
-			Captures: cs.Captures, Bytes: cs.Bytes, Errors: cs.Errors, Robots: cs.Robots,
+			Captures: cs.Captures, Bytes: cs.Bytes, Errors: cs.Errors, Robots: cs.Robots, Recovered: cs.Recovered,
 			Queued: cs.Queued, Hosts: cs.Hosts, PagesPerSecond: n.rate.perSecond(),
 			Seeds: n.crawl.Seeds(),
 		},
