@@ -35,11 +35,10 @@ const wireVersion = 1
 // Bounds on what one request or answer may carry. Each decoder checks
 // them before it allocates.
 const (
-	maxKeyBytes         = 64 << 10               // Lo and Hi of a summary
-	maxSummaryBytes     = 2*maxKeyBytes + 64     // a summary answer
+	maxKeyBytes         = 64 << 10                  // Lo and Hi of a summary
+	maxSummaryBytes     = 2*maxKeyBytes + 64        // a summary answer
 	maxParents          = 1 << (4 * (MaxDepth - 1)) // every node above the leaves' level
 	maxChildrenRequest  = 16 + 10*maxParents
-	maxChildrenAnswer   = 1 + 8*Fanout*maxParents
 	maxDiffBuckets      = 1 << 16
 	maxDiffFingerprints = 1 << 18
 	maxDiffRequest      = 16 + maxDiffBuckets*(10+10) + 8*maxDiffFingerprints
