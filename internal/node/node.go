@@ -32,6 +32,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/waggle-archive/waggle/internal/admission"
+	"github.com/waggle-archive/waggle/internal/antientropy"
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
@@ -73,6 +74,12 @@ type Config struct {
 	Replicas int
 	// Tuning sets membership timings (default: memberlist's LAN settings).
 	Tuning membership.Tuning
+	// RepairEvery is the interval of anti-entropy rounds (default
+	// DefaultRepairEvery); RepairRate caps their bytes per second,
+	// comparisons and copies together (default DefaultRepairRate), so
+	// that repair never starves crawling or replay.
+	RepairEvery time.Duration
+	RepairRate  int64
 
 	Logger *slog.Logger
 }
@@ -101,6 +108,8 @@ type Node struct {
 	rate              rate
 	net               *archive.Network // the network's archive (nil for a single node)
 	past              pastRings        // recent rings, for page recovery
+	budget            *antientropy.Budget
+	repairs           repairCounters
 
 	seedMu     sync.Mutex
 	seedSynced map[string]bool // members whose seeds this node has
@@ -122,6 +131,12 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if cfg.Replicas < 1 {
 		return nil, fmt.Errorf("node: replicas %d: at least 1", cfg.Replicas)
+	}
+	if cfg.RepairEvery <= 0 {
+		cfg.RepairEvery = DefaultRepairEvery
+	}
+	if cfg.RepairRate <= 0 {
+		cfg.RepairRate = DefaultRepairRate
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -245,6 +260,7 @@ func (n *Node) openNetwork(ctx context.Context) error {
 		Logger:  n.log,
 	})
 	n.arc = n.net
+	n.budget = antientropy.NewBudget(cfg.RepairRate)
 	n.past.changed(n.members.Ring(), n.ID(), time.Now())
 	return nil
 }
@@ -359,6 +375,7 @@ func (n *Node) Run(ctx context.Context) error {
 		wg.Go(func() { fail("peer server", srv.Serve(ctx, n.peerLn)) })
 		wg.Go(func() { fail("outbox", n.out.Run(ctx)) })
 		wg.Go(func() { n.watch(ctx) })
+		wg.Go(func() { n.repair(ctx) })
 	}
 	<-ctx.Done()
 	if n.members != nil {

@@ -80,6 +80,8 @@ func nodeConfig(data, proxy string, cred *admission.Credential, join ...string) 
 		PeerAddr:   "127.0.0.1:0",
 		Join:       join,
 		Tuning:     membership.LocalTuning(),
+		// Anti-entropy rounds often, so that tests see copies made soon.
+		RepairEvery: 200 * time.Millisecond,
 	}
 }
 
@@ -234,10 +236,47 @@ func startNetwork(t *testing.T, n int, proxy string, configure ...func(*Config))
 	return nodes, cfgs
 }
 
-// holdings stops the nodes and reads where each URL was archived: URL →
-// names of the nodes holding a capture of it. It also counts captures held
-// by a node that does not own their host.
-func holdings(t *testing.T, nodes []*testNode) (holders map[string][]string, total, misplaced int) {
+// waitCopies waits until every capture of the running network is held by
+// r nodes, and returns how long that took.
+func waitCopies(t *testing.T, r int, nodes ...*testNode) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for deadline := start.Add(2 * time.Minute); ; {
+		held := map[string]int{}
+		for _, n := range nodes {
+			err := n.local.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
+				held[c.RecordID]++
+				return true, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		under := 0
+		for _, k := range held {
+			if k < r {
+				under++
+			}
+		}
+		if under == 0 {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d captures still have fewer than %d copies", under, len(held), r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// archiveOf is what a stopped network holds.
+type archiveOf struct {
+	fetches   map[string]map[string]bool // URL → record IDs of its captures (distinct fetches)
+	copies    map[string]int             // record ID → nodes holding it
+	misplaced int                        // captures the owner of their site does not hold
+}
+
+// holdings stops the nodes and reads their archives.
+func holdings(t *testing.T, nodes []*testNode) archiveOf {
 	t.Helper()
 	var members []ring.Member
 	for _, n := range nodes {
@@ -248,29 +287,40 @@ func holdings(t *testing.T, nodes []*testNode) (holders map[string][]string, tot
 	if err != nil {
 		t.Fatal(err)
 	}
-	holders = map[string][]string{}
+	a := archiveOf{fetches: map[string]map[string]bool{}, copies: map[string]int{}}
+	onOwner := map[string]bool{}
+	site := map[string]string{}
 	for _, n := range nodes {
 		for _, c := range captures(t, n.data) {
-			holders[c.URL] = append(holders[c.URL], n.name)
-			total++
-			if o, _ := rg.Owner(urlkey.SiteOfKey(c.URLKey)); o.ID != n.ID() {
-				misplaced++
+			if a.fetches[c.URL] == nil {
+				a.fetches[c.URL] = map[string]bool{}
+			}
+			a.fetches[c.URL][c.RecordID] = true
+			a.copies[c.RecordID]++
+			site[c.RecordID] = urlkey.SiteOfKey(c.URLKey)
+			if o, _ := rg.Owner(urlkey.SiteOfKey(c.URLKey)); o.ID == n.ID() {
+				onOwner[c.RecordID] = true
 			}
 		}
 	}
-	return holders, total, misplaced
+	for id := range a.copies {
+		if !onOwner[id] {
+			a.misplaced++
+		}
+	}
+	return a
 }
 
-// overlapOf counts the captures beyond the first of each URL. robots.txt
-// files are left out: two origins of one site (example.com and
-// www.example.com) each need their robots.txt, and when one redirects to
-// the other (RFC 9309 §2.3.1.2) the same URL is archived for both, by a
-// single node as by a network.
-func overlapOf(holders map[string][]string) int {
+// overlap counts the captures beyond the first of each URL: fetches the
+// network made twice. robots.txt files are left out: two origins of one
+// site (example.com and www.example.com) each need their robots.txt, and
+// when one redirects to the other (RFC 9309 §2.3.1.2) the same URL is
+// archived for both, by a single node as by a network.
+func (a archiveOf) overlap() int {
 	overlap := 0
-	for u, hs := range holders {
+	for u, ids := range a.fetches {
 		if !strings.HasSuffix(u, "/robots.txt") {
-			overlap += len(hs) - 1
+			overlap += len(ids) - 1
 		}
 	}
 	return overlap
@@ -355,10 +405,17 @@ func TestNetworkCrawl(t *testing.T) {
 		}
 	}
 	sent := exchanged(nodes)
+	took := waitCopies(t, 3, nodes...)
+	t.Logf("every capture had 3 copies %v after the crawl ended", took.Round(time.Millisecond))
 
-	holders, total, misplaced := holdings(t, nodes)
+	a := holdings(t, nodes)
+	for id, k := range a.copies {
+		if k != 3 {
+			t.Errorf("record %s has %d copies, want 3", id, k)
+		}
+	}
 	got := map[string]bool{}
-	for u := range holders {
+	for u := range a.fetches {
 		k, err := urlkey.SURT(u)
 		if err != nil {
 			t.Fatal(err)
@@ -375,16 +432,16 @@ func TestNetworkCrawl(t *testing.T) {
 			t.Errorf("%s was archived by the network but not by a single node", k)
 		}
 	}
-	if o := overlapOf(holders); o != 0 {
-		for u, hs := range holders {
-			if len(hs) > 1 && !strings.HasSuffix(u, "/robots.txt") {
-				t.Errorf("%s archived by %v", u, hs)
+	if o := a.overlap(); o != 0 {
+		for u, ids := range a.fetches {
+			if len(ids) > 1 && !strings.HasSuffix(u, "/robots.txt") {
+				t.Errorf("%s fetched %d times", u, len(ids))
 			}
 		}
 		t.Errorf("overlap: %d URLs fetched more than once", o)
 	}
-	if misplaced != 0 {
-		t.Errorf("%d captures are held by a node that does not own their host", misplaced)
+	if a.misplaced != 0 {
+		t.Errorf("%d captures are not held by the owner of their host", a.misplaced)
 	}
 	for host, most := range proxy.most {
 		if most > 1 {
@@ -394,7 +451,7 @@ func TestNetworkCrawl(t *testing.T) {
 	if sent == 0 {
 		t.Error("no URL was exchanged between nodes")
 	}
-	t.Logf("coverage %d/%d, overlap 0, %d captures, %.3f URLs exchanged per capture", len(want), len(want), total, float64(sent)/float64(total))
+	t.Logf("coverage %d/%d, overlap 0, %d captures, %.3f URLs exchanged per capture", len(want), len(want), len(a.copies), float64(sent)/float64(len(a.copies)))
 }
 
 // TestRestartRejoins stops a node in the middle of a crawl and starts it
@@ -428,13 +485,13 @@ func TestRestartRejoins(t *testing.T) {
 		t.Errorf("n3 had %d captures before its restart and %d after", before, after)
 	}
 	waitQuiet(t, nodes...)
-	holders, total, misplaced := holdings(t, nodes)
+	a := holdings(t, nodes)
 	for _, p := range web.Pages() {
-		if len(holders[p]) == 0 {
+		if len(a.fetches[p]) == 0 {
 			t.Errorf("page %s was not archived by any node", p)
 		}
 	}
-	t.Logf("after a restart: coverage 1; overlap %d of %d captures; %d held by a node that does not own their host", overlapOf(holders), total, misplaced)
+	t.Logf("after a restart: coverage 1; overlap %d of %d captures; %d not held by their owner", a.overlap(), len(a.copies), a.misplaced)
 }
 
 // TestStranger checks that a node of another network cannot join, and that

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/waggle-archive/waggle/internal/antientropy"
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/outbox"
@@ -35,6 +36,7 @@ func (n *Node) peerHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(outbox.Path, outbox.Handler(n.acceptLinks))
 	mux.Handle("/v1/archive/", archive.Handler(n.local))
+	mux.Handle(antientropy.Path, antientropy.Handler(shared{n}))
 	mux.HandleFunc("GET "+seedsPath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.crawl.Seeds())
 	})

@@ -14,6 +14,8 @@ type Status struct {
 	Node     NodeStatus     `json:"node"`
 	Crawl    CrawlStatus    `json:"crawl"`
 	Exchange ExchangeStatus `json:"exchange"`
+	// Repair are the anti-entropy figures (a network node only).
+	Repair *RepairStats `json:"repair,omitempty"`
 	// Members are the live admitted nodes, this one included, as this
 	// node sees them, each with its own figures when it answered.
 	Members []MemberStatus `json:"members"`
@@ -102,6 +104,10 @@ func (n *Node) localStatus() Status {
 	st.Node.HTTP, st.Node.Content, st.Node.Peer, st.Node.Gossip = a.HTTP, a.Content, a.Peer, a.Gossip
 	if cred := n.cfg.Credential; cred != nil {
 		st.Node.ID, st.Node.Name, st.Node.Network = cred.ID(), cred.Name(), cred.Network()
+	}
+	if n.members != nil {
+		rs := n.repairStats()
+		st.Repair = &rs
 	}
 	if n.out != nil {
 		os := n.out.Stats()

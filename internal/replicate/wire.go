@@ -123,7 +123,9 @@ func (r *reader) uvarint(what string) uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(r.buf)
-	if n <= 0 {
+	// Only the shortest form, so that a batch has one encoding.
+	var min [binary.MaxVarintLen64]byte
+	if n <= 0 || binary.PutUvarint(min[:], v) != n {
 		r.fail("bad %s", what)
 		return 0
 	}
@@ -136,7 +138,8 @@ func (r *reader) varint(what string) int64 {
 		return 0
 	}
 	v, n := binary.Varint(r.buf)
-	if n <= 0 {
+	var min [binary.MaxVarintLen64]byte
+	if n <= 0 || binary.PutVarint(min[:], v) != n {
 		r.fail("bad %s", what)
 		return 0
 	}

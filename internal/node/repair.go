@@ -1,0 +1,156 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/antientropy"
+	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/membership"
+)
+
+// Defaults of the repair settings.
+const (
+	DefaultRepairEvery = 30 * time.Second
+	DefaultRepairRate  = 8 << 20 // bytes per second
+)
+
+// repairBatch bounds the records copied per Store call.
+const repairBatch = 64
+
+// holds reports whether the node id should hold site: it is one of the
+// site's replicas on the current ring.
+func (n *Node) holds(id, site string) bool {
+	for _, m := range n.members.Ring().Replicas(site, n.cfg.Replicas) {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// shared is the anti-entropy Source of this node.
+type shared struct{ n *Node }
+
+func (s shared) Index() *index.Index { return s.n.local.Index() }
+
+func (s shared) Shared(peerID, site string) bool {
+	return s.n.holds(s.n.ID(), site) && s.n.holds(peerID, site)
+}
+
+// RepairStats are the anti-entropy figures of a node.
+type RepairStats struct {
+	Rounds      int64   `json:"rounds"`
+	EqualRounds int64   `json:"equal_rounds"`
+	Bytes       int64   `json:"comparison_bytes"` // of the comparisons
+	Copied      int64   `json:"copied"`           // captures copied here
+	CopiedBytes int64   `json:"copied_bytes"`
+	Failures    int64   `json:"failures"`
+	RateLimit   int64   `json:"rate_limit"` // bytes per second, comparisons and copies together
+	LastRound   float64 `json:"last_round_seconds_ago,omitempty"`
+}
+
+// repair runs anti-entropy until ctx is done: every RepairEvery, a round
+// with each member this node shares sites with, copying what this node
+// lacks — after a crash, a lost segment, a partition, or when it has just
+// become a replica of sites (a join, a leave). Each side pulls what it
+// lacks, so a pair is repaired both ways by the two nodes' own rounds.
+func (n *Node) repair(ctx context.Context) {
+	t := time.NewTicker(n.cfg.RepairEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, m := range n.members.Members() {
+			if m.ID == n.ID() || ctx.Err() != nil {
+				continue
+			}
+			if err := n.repairWith(ctx, m); err != nil && ctx.Err() == nil {
+				n.repairs.failures.Add(1)
+				n.log.Warn("node: anti-entropy round failed", "member", m.Name, "err", err)
+			}
+		}
+		n.repairs.last.Store(time.Now().UnixNano())
+	}
+}
+
+// repairWith runs one round with m and copies what this node lacks.
+func (n *Node) repairWith(ctx context.Context, m membership.Member) error {
+	res, err := antientropy.Sync(ctx, antientropy.SyncConfig{
+		Index:    n.local.Index(),
+		Client:   n.client,
+		PeerID:   m.ID,
+		PeerAddr: m.PeerAddr,
+		Shared:   func(site string) bool { return n.holds(n.ID(), site) && n.holds(m.ID, site) },
+		Budget:   n.budget,
+	})
+	n.repairs.rounds.Add(1)
+	n.repairs.bytes.Add(int64(res.Bytes))
+	if err != nil {
+		return err
+	}
+	if res.Equal {
+		n.repairs.equal.Add(1)
+		return nil
+	}
+	var copies []crawl.Copy
+	flush := func() error {
+		if len(copies) == 0 {
+			return nil
+		}
+		stored, err := n.crawl.Store(ctx, copies)
+		n.repairs.copied.Add(int64(stored))
+		copies = copies[:0]
+		return err
+	}
+	var errs []error
+	for _, c := range res.MissingHere {
+		member, err := n.net.Member(ctx, c)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := n.budget.Throttle(ctx, len(member)); err != nil {
+			return err
+		}
+		n.repairs.copiedBytes.Add(int64(len(member)))
+		c := c
+		copies = append(copies, crawl.Copy{Member: member, Capture: &c})
+		if len(copies) == repairBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+type repairCounters struct {
+	rounds, equal, bytes, copied, copiedBytes, failures atomic.Int64
+	last                                                atomic.Int64 // unix ns of the last round's end
+}
+
+func (n *Node) repairStats() RepairStats {
+	r := &n.repairs
+	st := RepairStats{
+		Rounds: r.rounds.Load(), EqualRounds: r.equal.Load(), Bytes: r.bytes.Load(),
+		Copied: r.copied.Load(), CopiedBytes: r.copiedBytes.Load(), Failures: r.failures.Load(),
+		RateLimit: n.cfg.RepairRate,
+	}
+	if last := r.last.Load(); last != 0 {
+		st.LastRound = time.Since(time.Unix(0, last)).Seconds()
+	}
+	return st
+}

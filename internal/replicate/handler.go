@@ -1,0 +1,102 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/waggle-archive/waggle/internal/peer"
+)
+
+// Handler serves POST /v1/replicate, the receiving end of Run, behind a
+// peer.Server, whose MaxBodyBytes must be at least MaxBodyBytes. It
+// decodes and checks a batch whole — at most MaxBodyBytes, each member at
+// most MaxMemberBytes holding exactly one gzip member that decompresses
+// to exactly one WARC record of at most MaxBlockBytes, whose CRC-32 and
+// WARC-Block-Digest verify; and a capture's own record has the capture's
+// WARC-Record-ID, type and date, and a WARC-Target-URI whose SURT key is
+// the capture's — and refuses a batch with anything wrong in it (4xx)
+// without calling store. Otherwise it passes the copies, in the order
+// sent, to store with the certified ID of the sending node, and
+// acknowledges (204) only once store has returned nil; an error from store
+// is answered 503, and the sender keeps the batch and tries again later.
+// store must hold the copies durably before it returns, must skip records
+// it already holds (delivery is at least once), and must be safe for
+// concurrent use. The members alias the request body: store may keep them.
+func Handler(store func(ctx context.Context, from string, copies []Copy) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != Path {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "replicate: method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		from, _, ok := peer.Caller(r.Context())
+		if !ok {
+			http.Error(w, "replicate: not a peer request", http.StatusForbidden)
+			return
+		}
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != ContentType {
+			http.Error(w, "replicate: want Content-Type "+ContentType, http.StatusUnsupportedMediaType)
+			return
+		}
+		if ce := r.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
+			http.Error(w, "replicate: a batch is not compressed", http.StatusUnsupportedMediaType)
+			return
+		}
+		if r.ContentLength > MaxBodyBytes {
+			http.Error(w, fmt.Sprintf("replicate: batch body over %d bytes", MaxBodyBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge) || len(body) > MaxBodyBytes:
+			http.Error(w, fmt.Sprintf("replicate: batch body over %d bytes", MaxBodyBytes), http.StatusRequestEntityTooLarge)
+			return
+		case err != nil:
+			http.Error(w, "replicate: reading batch: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		copies, err := decodeCopies(body)
+		if err == nil {
+			err = verifyCopies(copies)
+		}
+		switch {
+		case errors.Is(err, errTooLarge):
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := store(r.Context(), from, copies); err != nil {
+			http.Error(w, "replicate: copies not stored: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// verifyCopies checks every copy of a batch (see verifyCopy).
+func verifyCopies(copies []Copy) error {
+	entry := -1
+	for i, cp := range copies {
+		if cp.Capture != nil {
+			entry++
+		}
+		if err := verifyCopy(cp); err != nil {
+			if errors.Is(err, errTooLarge) {
+				return err
+			}
+			return fmt.Errorf("replicate: batch: entry %d, record %d: %w", entry, i, err)
+		}
+	}
+	return nil
+}
