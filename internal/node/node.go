@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,6 +41,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/outbox"
 	"github.com/waggle-archive/waggle/internal/peer"
 	"github.com/waggle-archive/waggle/internal/replay"
+	"github.com/waggle-archive/waggle/internal/replicate"
 )
 
 // Config configures a node. Crawl.Data is its data directory; the other
@@ -110,6 +112,8 @@ type Node struct {
 	past              pastRings        // recent rings, for page recovery
 	budget            *antientropy.Budget
 	repairs           repairCounters
+	push              *replicate.Queue
+	replicaStored     atomic.Int64 // records stored from other nodes' pushes
 
 	seedMu     sync.Mutex
 	seedSynced map[string]bool // members whose seeds this node has
@@ -176,6 +180,7 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.router != nil {
 		cc.Router = n.router
 		cc.Recover = n.recover
+		cc.Replicator = replicator{n}
 	}
 	if n.crawl, err = crawl.Open(cc); err != nil {
 		return nil, err
@@ -233,6 +238,16 @@ func (n *Node) openNetwork(ctx context.Context) error {
 		return err
 	}
 	n.router.out = n.out
+	n.push, err = replicate.Open(replicate.Config{
+		DB:      n.db,
+		Client:  n.client,
+		WARCDir: filepath.Join(cfg.Crawl.Data, "warc"),
+		Resolve: n.resolve,
+		Logger:  n.log,
+	})
+	if err != nil {
+		return err
+	}
 	n.members, err = membership.Start(ctx, membership.Config{
 		Credential:    cfg.Credential,
 		BindAddr:      gossip,
@@ -365,15 +380,20 @@ func (n *Node) Run(ctx context.Context) error {
 			Archive:     n.arc,
 			UIAddr:      n.uiLn.Addr().String(),
 			ContentAddr: n.contentLn.Addr().String(),
-			Status:      n.statusHandler(),
-			Logger:      n.log,
+			Routes: map[string]http.Handler{
+				"GET /api/status": n.statusHandler(),
+				"GET /metrics":    n.metricsHandler(),
+			},
+			Logger: n.log,
 		})
 		wg.Go(func() { fail("replay", replay.Serve(ctx, srv, n.uiLn, n.contentLn)) })
 	}
 	if n.members != nil {
 		srv := peer.NewServer(n.cfg.Credential, n.peerHandler(), n.log)
+		srv.MaxBodyBytes = replicate.MaxBodyBytes
 		wg.Go(func() { fail("peer server", srv.Serve(ctx, n.peerLn)) })
 		wg.Go(func() { fail("outbox", n.out.Run(ctx)) })
+		wg.Go(func() { fail("replication", n.push.Run(ctx)) })
 		wg.Go(func() { n.watch(ctx) })
 		wg.Go(func() { n.repair(ctx) })
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/outbox"
+	"github.com/waggle-archive/waggle/internal/replicate"
 )
 
 // Paths of the node's own peer endpoints; the outbox (/v1/urls) and the
@@ -37,6 +38,7 @@ func (n *Node) peerHandler() http.Handler {
 	mux.Handle(outbox.Path, outbox.Handler(n.acceptLinks))
 	mux.Handle("/v1/archive/", archive.Handler(n.local))
 	mux.Handle(antientropy.Path, antientropy.Handler(shared{n}))
+	mux.Handle(replicate.Path, replicate.Handler(n.storeCopies))
 	mux.HandleFunc("GET "+seedsPath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.crawl.Seeds())
 	})

@@ -85,10 +85,13 @@ func (n *Node) watch(ctx context.Context) {
 			n.past.changed(n.members.Ring(), n.ID(), time.Now())
 			n.rememberPeers()
 			err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
-				return n.out.Reroute(b, n.ownerOfURL)
+				if err := n.out.Reroute(b, n.ownerOfURL); err != nil {
+					return err
+				}
+				return n.push.Retarget(b, n.otherReplicas)
 			})
 			if err != nil && ctx.Err() == nil {
-				n.log.Error("node: rerouting queued URLs", "err", err)
+				n.log.Error("node: rerouting queued URLs and copies", "err", err)
 			}
 			n.syncSeeds(ctx, false)
 		case <-tick.C:

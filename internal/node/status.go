@@ -14,8 +14,10 @@ type Status struct {
 	Node     NodeStatus     `json:"node"`
 	Crawl    CrawlStatus    `json:"crawl"`
 	Exchange ExchangeStatus `json:"exchange"`
-	// Repair are the anti-entropy figures (a network node only).
-	Repair *RepairStats `json:"repair,omitempty"`
+	// Replication and Repair are the figures of copies pushed to replicas
+	// and of anti-entropy (a network node only).
+	Replication *ReplicationStats `json:"replication,omitempty"`
+	Repair      *RepairStats      `json:"repair,omitempty"`
 	// Members are the live admitted nodes, this one included, as this
 	// node sees them, each with its own figures when it answered.
 	Members []MemberStatus `json:"members"`
@@ -108,6 +110,8 @@ func (n *Node) localStatus() Status {
 	if n.members != nil {
 		rs := n.repairStats()
 		st.Repair = &rs
+		ps := n.replicationStats()
+		st.Replication = &ps
 	}
 	if n.out != nil {
 		os := n.out.Stats()

@@ -43,9 +43,9 @@ type Config struct {
 	// to loopback host names (DNS-rebinding protection).
 	UIAddr, ContentAddr string
 
-	// Status, if set, answers GET /api/status on the interface listener
-	// (a node's status as JSON).
-	Status http.Handler
+	// Routes adds handlers to the interface listener, by ServeMux
+	// pattern: a node's GET /api/status and GET /metrics.
+	Routes map[string]http.Handler
 
 	Logger *slog.Logger
 }
@@ -55,7 +55,7 @@ type Server struct {
 	arc    archive.Archive
 	uiAddr string
 	ctAddr string
-	status http.Handler
+	routes map[string]http.Handler
 	log    *slog.Logger
 
 	summaryMu   sync.Mutex
@@ -74,7 +74,7 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{arc: cfg.Archive, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, status: cfg.Status, log: log}
+	return &Server{arc: cfg.Archive, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, routes: cfg.Routes, log: log}
 }
 
 // origin returns "http://host:port" for the listener at addr as the
@@ -127,8 +127,8 @@ func (s *Server) UI() http.Handler {
 	mux.HandleFunc("GET /search", s.search)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(staticFS)))
 	mux.HandleFunc("GET /cdx", s.cdx)
-	if s.status != nil {
-		mux.Handle("GET /api/status", s.status)
+	for pattern, h := range s.routes {
+		mux.Handle(pattern, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusNotFound, "No such page", "There is nothing at "+r.URL.Path+". Start from the home page.")

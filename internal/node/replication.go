@@ -1,0 +1,110 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/replicate"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// replicator is the crawler's crawl.Replicator: each capture this node
+// makes is queued, in the batch that indexes it, for the other replicas of
+// its site (the owner and the next r−1 distinct nodes on the ring).
+type replicator struct{ n *Node }
+
+func (r replicator) Captured(b *pebble.Batch, c index.Capture, locs []warc.Location) error {
+	peers := r.n.otherReplicas(urlkey.SiteOfKey(c.URLKey))
+	if len(peers) == 0 {
+		return nil
+	}
+	return r.n.push.Add(b, peers, replicate.Entry{Capture: c, Records: locs})
+}
+
+func (r replicator) Committed() { r.n.push.Committed() }
+
+// otherReplicas are the IDs of the nodes but this one that should hold site.
+func (n *Node) otherReplicas(site string) []string {
+	var ids []string
+	for _, m := range n.members.Ring().Replicas(site, n.cfg.Replicas) {
+		if m.ID != n.ID() {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
+}
+
+// storeCopies takes the records another node pushes: its copies of
+// captures this node is a replica of.
+func (n *Node) storeCopies(ctx context.Context, from string, copies []replicate.Copy) error {
+	cs := make([]crawl.Copy, len(copies))
+	for i, c := range copies {
+		cs[i] = crawl.Copy{Member: c.Member, Capture: c.Capture}
+	}
+	stored, err := n.crawl.Store(ctx, cs)
+	n.replicaStored.Add(int64(stored))
+	return err
+}
+
+// ReplicationStats are a node's replication figures.
+type ReplicationStats struct {
+	Replicas int `json:"replicas"`
+	// UnderReplicated counts captures made here that some replica has not
+	// acknowledged yet: fewer than r durable copies.
+	UnderReplicated int            `json:"under_replicated"`
+	Pending         map[string]int `json:"pending,omitempty"` // entries queued per peer
+	Pushed          int64          `json:"captures_pushed"`
+	PushedBytes     int64          `json:"bytes_pushed"`
+	Dropped         int64          `json:"dropped"` // copies abandoned (unreadable here); anti-entropy restores them
+	Received        int64          `json:"records_received"`
+}
+
+func (n *Node) replicationStats() ReplicationStats {
+	ps := n.push.Stats()
+	return ReplicationStats{
+		Replicas: n.cfg.Replicas, UnderReplicated: n.push.Under(), Pending: n.push.Pending(),
+		Pushed: ps.Entries, PushedBytes: ps.Bytes, Dropped: ps.Dropped, Received: n.replicaStored.Load(),
+	}
+}
+
+// metricsHandler serves the node's figures in the Prometheus text format.
+func (n *Node) metricsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := n.localStatus()
+		var b strings.Builder
+		metric := func(name, help, kind string, v float64) {
+			fmt.Fprintf(&b, "# HELP waggle_%s %s\n# TYPE waggle_%s %s\nwaggle_%s %g\n", name, help, name, kind, name, v)
+		}
+		c := st.Crawl
+		metric("captures", "Captures this node made, in its data directory.", "gauge", float64(c.Captures))
+		metric("crawl_errors_total", "Fetches that failed.", "counter", float64(c.Errors))
+		metric("frontier_queued", "URLs queued in the frontier.", "gauge", float64(c.Queued))
+		metric("frontier_hosts", "Hosts in the frontier.", "gauge", float64(c.Hosts))
+		metric("pages_per_second", "Capture rate over the last minute.", "gauge", c.PagesPerSecond)
+		metric("recovered_total", "URLs not fetched because a previous holder had them.", "counter", float64(c.Recovered))
+		if st.Replication != nil {
+			rs := st.Replication
+			metric("under_replicated_captures", "Captures made here with fewer than r acknowledged copies.", "gauge", float64(rs.UnderReplicated))
+			metric("replication_pushed_total", "Captures pushed to replicas.", "counter", float64(rs.Pushed))
+			metric("replication_received_total", "Records stored from other nodes' pushes.", "counter", float64(rs.Received))
+		}
+		if st.Repair != nil {
+			metric("antientropy_rounds_total", "Anti-entropy rounds.", "counter", float64(st.Repair.Rounds))
+			metric("antientropy_copied_total", "Captures copied by anti-entropy.", "counter", float64(st.Repair.Copied))
+			metric("antientropy_bytes_total", "Bytes of anti-entropy comparisons.", "counter", float64(st.Repair.Bytes))
+		}
+		if st.Exchange.Sent+st.Exchange.Received > 0 || n.out != nil {
+			metric("links_sent_total", "URLs sent to their owners.", "counter", float64(st.Exchange.Sent))
+			metric("links_received_total", "URLs received from other nodes.", "counter", float64(st.Exchange.Received))
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Write([]byte(b.String()))
+	})
+}
