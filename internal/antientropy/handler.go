@@ -29,9 +29,9 @@ const (
 )
 
 // How the server keeps the trees it builds: a tree is rebuilt for a new
-// round once treeTTL old (a round's later requests use it whatever its
-// age, so a round sees one tree), and forgotten treeIdle after its last
-// use. At most maxTrees are kept (a depth-5 tree is 9 MB) and maxBuilds
+// round once treeTTL old or when the Source's version has changed (a
+// round's later requests use it whatever its age, so a round sees one
+// tree), and forgotten treeIdle after its last use. At most maxTrees are kept (a depth-5 tree is 9 MB) and maxBuilds
 // built at once (each reads the whole index).
 const (
 	treeTTL   = 30 * time.Second
@@ -47,6 +47,9 @@ type Source interface {
 	// Shared reports whether this node and peer (by certified ID) should
 	// both hold site.
 	Shared(peerID, site string) bool
+	// Version changes whenever the index or the answers of Shared may
+	// have: a kept tree of another version is not served again.
+	Version() uint64
 }
 
 // Handler serves anti-entropy rounds to the other nodes of the network,
@@ -74,8 +77,9 @@ type server struct {
 }
 
 type treeKey struct {
-	peer  string
-	depth int
+	peer    string
+	depth   int
+	version uint64
 }
 
 type cachedTree struct {
@@ -160,7 +164,7 @@ func (s *server) summary(ctx context.Context, caller, rawQuery string) ([]byte, 
 // tree returns the caller's tree of depth d for a new round: the kept one
 // if younger than treeTTL, else a new one.
 func (s *server) tree(ctx context.Context, caller string, d int) (*Tree, error) {
-	key := treeKey{caller, d}
+	key := treeKey{caller, d, s.src.Version()}
 	now := time.Now()
 	s.mu.Lock()
 	s.evict(now)
@@ -223,16 +227,19 @@ func (s *server) evict(now time.Time) {
 	}
 }
 
-// kept returns the caller's tree of depth d with the given root, if kept.
+// kept returns the caller's tree of depth d with the given root, if kept,
+// of whatever version: a round goes on with the tree it started with.
 func (s *server) kept(caller string, d int, root uint64) (*Tree, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.trees[treeKey{caller, d}]
-	if c == nil || c.built.IsZero() || c.tree == nil || c.tree.Root() != root {
-		return nil, false
+	for k, c := range s.trees {
+		if k.peer != caller || k.depth != d || c.built.IsZero() || c.tree == nil || c.tree.Root() != root {
+			continue
+		}
+		c.used = time.Now()
+		return c.tree, true
 	}
-	c.used = time.Now()
-	return c.tree, true
+	return nil, false
 }
 
 func readBody(r *http.Request, limit int64) ([]byte, error) {

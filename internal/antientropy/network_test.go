@@ -33,6 +33,7 @@ type source struct {
 
 func (s source) Index() *index.Index             { return s.idx }
 func (s source) Shared(peerID, site string) bool { return s.shared(peerID, site) }
+func (s source) Version() uint64                 { return 0 }
 
 // countingListener counts the bytes of every connection it accepts, TLS
 // and HTTP/2 framing included.

@@ -296,6 +296,10 @@ func (c *Crawler) work(ctx context.Context) {
 	}
 }
 
+// Commits counts the crawler's commits so far: it changes whenever the
+// archive, the frontier or the outboxes have.
+func (c *Crawler) Commits() uint64 { return c.commitGen() }
+
 func (c *Crawler) commitGen() uint64 {
 	c.commitMu.Lock()
 	defer c.commitMu.Unlock()

@@ -82,6 +82,11 @@ type Config struct {
 	// that repair never starves crawling or replay.
 	RepairEvery time.Duration
 	RepairRate  int64
+	// LeaveTimeout is how long a stopping node waits for the news of its
+	// departure to spread (default 2s). Negative: it stops without
+	// announcing it, as a crash would, and the others notice by failure
+	// detection.
+	LeaveTimeout time.Duration
 
 	Logger *slog.Logger
 }
@@ -141,6 +146,9 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if cfg.RepairRate <= 0 {
 		cfg.RepairRate = DefaultRepairRate
+	}
+	if cfg.LeaveTimeout == 0 {
+		cfg.LeaveTimeout = 2 * time.Second
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -398,9 +406,9 @@ func (n *Node) Run(ctx context.Context) error {
 		wg.Go(func() { n.repair(ctx) })
 	}
 	<-ctx.Done()
-	if n.members != nil {
+	if n.members != nil && n.cfg.LeaveTimeout > 0 {
 		// Others stop routing here at once rather than after failure detection.
-		if err := n.members.Leave(2 * time.Second); err != nil {
+		if err := n.members.Leave(n.cfg.LeaveTimeout); err != nil {
 			n.log.Warn("node: leaving the network", "err", err)
 		}
 	}

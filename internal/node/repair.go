@@ -41,6 +41,12 @@ func (s shared) Shared(peerID, site string) bool {
 	return s.n.holds(s.n.ID(), site) && s.n.holds(peerID, site)
 }
 
+// Version changes with the ring (which sites are shared) and with every
+// commit of the crawler (which captures there are).
+func (s shared) Version() uint64 {
+	return s.n.members.Ring().Digest() ^ s.n.crawl.Commits()*0x9e3779b97f4a7c15
+}
+
 // RepairStats are the anti-entropy figures of a node.
 type RepairStats struct {
 	Rounds      int64   `json:"rounds"`
