@@ -62,6 +62,10 @@ type Config struct {
 	// has just taken over a host asks its previous holders); a URL it
 	// answers true for is not fetched.
 	Recover func(ctx context.Context, url string) bool
+	// DropLost, for a node whose captures have copies elsewhere, takes
+	// captures whose bytes the disk lost out of the index at Open (they are
+	// copied back) instead of refusing to open.
+	DropLost bool
 	// Continuous keeps Run going when the frontier is empty, waiting for
 	// URLs from Submit and Accept, until its context ends.
 	Continuous bool

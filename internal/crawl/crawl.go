@@ -95,7 +95,7 @@ func Open(cfg Config) (*Crawler, error) {
 
 func (c *Crawler) open(seeds []string) error {
 	cfg := c.cfg
-	if err := reconcileSegments(c.db, c.warcDir, cfg.Logger); err != nil {
+	if err := reconcileSegments(c.db, c.warcDir, cfg.Logger, cfg.DropLost); err != nil {
 		return err
 	}
 	st, err := loadState(c.db)

@@ -91,7 +91,7 @@ func Import(ctx context.Context, data string, files []string, log *slog.Logger) 
 		return ImportStats{}, fmt.Errorf("import: %w", err)
 	}
 	defer db.Close()
-	if err := reconcileSegments(db, warcDir, log); err != nil {
+	if err := reconcileSegments(db, warcDir, log, false); err != nil {
 		return ImportStats{}, err
 	}
 	st, err := loadState(db)

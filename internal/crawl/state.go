@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
@@ -86,10 +87,15 @@ func committedEnds(db *pebble.DB) (map[string]int64, error) {
 // unclean stop. Records written after the last commit were never reported
 // archived and their URLs are still queued, so they are cut off: a segment is
 // truncated to its committed end, and a segment with nothing committed (only
-// its warcinfo record, or a torn write) is removed. A segment shorter than its
-// committed end means the disk lost acknowledged data: that is reported, not
-// papered over.
-func reconcileSegments(db *pebble.DB, dir string, log *slog.Logger) error {
+// its warcinfo record, or a torn write) is removed.
+//
+// A segment missing, or shorter than its committed end, means the disk lost
+// acknowledged data. A single archive reports it and stops: nothing could
+// restore the data. With dropLost (a node of a network, whose captures have
+// copies on other nodes) the captures that were in the lost bytes leave the
+// index instead, loudly, and anti-entropy copies them back from the
+// replicas.
+func reconcileSegments(db *pebble.DB, dir string, log *slog.Logger, dropLost bool) error {
 	ends, err := committedEnds(db)
 	if err != nil {
 		return err
@@ -98,11 +104,13 @@ func reconcileSegments(db *pebble.DB, dir string, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("crawl: %w", err)
 	}
+	present := map[string]bool{}
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || !strings.HasSuffix(name, ".warc.gz") {
 			continue
 		}
+		present[name] = true
 		path := filepath.Join(dir, name)
 		fi, err := e.Info()
 		if err != nil {
@@ -120,15 +128,56 @@ func reconcileSegments(db *pebble.DB, dir string, log *slog.Logger) error {
 			if err := truncateSync(path, end); err != nil {
 				return err
 			}
+		case fi.Size() < end && dropLost:
+			res, err := warc.Repair(path)
+			if err != nil {
+				return fmt.Errorf("crawl: %s: %w", path, err)
+			}
+			if err := dropLostCaptures(db, name, res.Size, end, log); err != nil {
+				return err
+			}
 		case fi.Size() < end:
 			return fmt.Errorf("crawl: segment %s is %d bytes but %d were committed: the disk lost data; check it, then run `waggle index verify`", name, fi.Size(), end)
 		}
 	}
-	for name := range ends {
-		if _, err := os.Stat(filepath.Join(dir, name)); errors.Is(err, os.ErrNotExist) {
+	for name, end := range ends {
+		if present[name] {
+			continue
+		}
+		if !dropLost {
 			return fmt.Errorf("crawl: segment %s is missing from %s although the index refers to it", name, dir)
 		}
+		if err := dropLostCaptures(db, name, 0, end, log); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// dropLostCaptures removes from the index the captures of segment that lay
+// past size, the bytes that remain of it, and records size as its end
+// (forgets the segment when nothing remains).
+func dropLostCaptures(db *pebble.DB, segment string, size, end int64, log *slog.Logger) error {
+	b := db.NewBatch()
+	defer b.Close()
+	n, err := index.DropLocations(db, b, segment, size)
+	if err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	key := []byte(segmentPrefix + segment)
+	if size == 0 {
+		err = b.Delete(key, nil)
+	} else {
+		err = b.Set(key, binary.BigEndian.AppendUint64(nil, uint64(size)), nil)
+	}
+	if err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	log.Error("a WARC segment lost committed data: its captures leave the index until copies come back from other nodes",
+		"segment", segment, "committed_bytes", end, "remaining_bytes", size, "captures_dropped", n)
 	return nil
 }
 

@@ -236,6 +236,34 @@ func AppendCDXJ(dst []byte, c Capture) []byte {
 	return append(dst, '\n')
 }
 
+// DropLocations stages into b the removal of every capture stored in
+// segment at or past offset from (its bytes are lost), with the digest
+// entries that point at them, and returns how many there were. It reads the
+// whole index.
+func DropLocations(db *pebble.DB, b *pebble.Batch, segment string, from int64) (int, error) {
+	n := 0
+	err := New(db).scan(context.Background(), "", "", false, func(k, v []byte) (bool, error) {
+		c, err := decodeCapture(v)
+		if err != nil {
+			return false, err
+		}
+		if c.Segment != segment || c.Offset+c.Length <= from {
+			return true, nil
+		}
+		n++
+		if err := b.Delete(k, nil); err != nil {
+			return false, err
+		}
+		if first, ok, err := ByDigest(db, c.Digest); err == nil && ok && first.RecordID == c.RecordID {
+			if err := b.Delete([]byte(digestPrefix+c.Digest), nil); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	return n, err
+}
+
 // HasRecord reports whether r, the database or an indexed batch, holds
 // the capture of urlKey at time t made by the record recordID.
 func HasRecord(r pebble.Reader, urlKey string, t time.Time, recordID string) (bool, error) {

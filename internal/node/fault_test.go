@@ -4,6 +4,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
 	"testing"
 	"time"
 
@@ -77,4 +80,49 @@ func TestTwoOfFiveCrash(t *testing.T) {
 	}
 	t.Logf("%d captures, all replayed after 2 of 5 nodes crashed; failure detected in %v; 3 copies of every capture %v after the crash (anti-entropy every 200ms)",
 		len(all), detected.Round(time.Millisecond), restored.Round(time.Millisecond))
+}
+
+// Fault (c): a node loses its newest WARC segment while it is down. It
+// starts anyway, with the lost captures out of its index, and anti-entropy
+// copies them back from the replicas.
+func TestLostSegmentRepaired(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+	nodes, cfgs := startNetwork(t, 3, srv.URL(), func(c *Config) { c.Crawl.SegmentSize = 256 << 10 })
+	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	waitCopies(t, 3, nodes...)
+	count := func(n *testNode) int {
+		k := 0
+		n.local.Index().Range(context.Background(), "", "", false, func(index.Capture) (bool, error) {
+			k++
+			return true, nil
+		})
+		return k
+	}
+	before := count(nodes[1])
+
+	nodes[1].stop(t)
+	segs, err := filepath.Glob(filepath.Join(nodes[1].data, "warc", "*.warc.gz"))
+	if err != nil || len(segs) < 2 {
+		t.Fatalf("want several segments to lose one: %v, %v", segs, err)
+	}
+	sort.Strings(segs)
+	newest := segs[len(segs)-1]
+	if err := os.Remove(newest); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1] = start(t, "n2", cfgs[1])
+	if after := count(nodes[1]); after >= before {
+		t.Fatalf("%d captures indexed after losing %s, %d before: the lost ones are still indexed", after, filepath.Base(newest), before)
+	} else {
+		t.Logf("losing %s took %d of %d captures out of n2's index", filepath.Base(newest), before-after, before)
+	}
+	waitMembers(t, 3, nodes...)
+	took := waitCopies(t, 3, nodes...)
+	if got := count(nodes[1]); got != before {
+		t.Errorf("n2 holds %d captures after repair, %d before the loss", got, before)
+	}
+	t.Logf("repaired from the replicas in %v", took.Round(time.Millisecond))
 }

@@ -189,6 +189,7 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 		cc.Router = n.router
 		cc.Recover = n.recover
 		cc.Replicator = replicator{n}
+		cc.DropLost = true // what the disk lost, the replicas still hold
 	}
 	if n.crawl, err = crawl.Open(cc); err != nil {
 		return nil, err
