@@ -15,7 +15,7 @@ import (
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: waggle bench crawl|replay|cluster [flags]")
+		fmt.Fprintln(stderr, "usage: waggle bench crawl|replay|cluster|churn [flags]")
 		return errUsage
 	}
 	switch args[0] {
@@ -25,6 +25,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return benchReplay(ctx, args[1:], stdout, stderr)
 	case "cluster":
 		return benchCluster(ctx, args[1:], stdout, stderr)
+	case "churn":
+		return benchChurn(ctx, args[1:], stdout, stderr)
 	case "fetchloop":
 		return benchFetchLoop(ctx, args[1:], stdout, stderr)
 	}
@@ -125,4 +127,29 @@ func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer os.RemoveAll(opts.Dir)
 	_, err = bench.Cluster(ctx, opts, stdout)
 	return err
+}
+
+func benchChurn(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench churn", "[flags]", stderr)
+	var opts bench.ChurnOptions
+	websimFlags(fs, &opts.Web)
+	fs.IntVar(&opts.Nodes, "nodes", 5, "network size")
+	fs.IntVar(&opts.Replicas, "replicas", 3, "copies of each capture")
+	fs.IntVar(&opts.Events, "crashes", 6, "crashes, one node at a time, each followed by a restart")
+	fs.DurationVar(&opts.Down, "down", 3*time.Second, "how long a crashed node stays down")
+	fs.Int64Var(&opts.RepairRate, "repair-rate", 8<<20, "anti-entropy byte budget per node per second")
+	fs.DurationVar(&opts.Delay, "delay", 20*time.Millisecond, "per-host delay, so that the crawl lasts through the churn")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	opts.Bin = bin
+	if opts.Dir, err = os.MkdirTemp("", "waggle-bench-churn-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(opts.Dir)
+	return bench.Churn(ctx, opts, stdout)
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -124,8 +125,15 @@ type Tuning struct {
 	// may come back at another address (default 10s).
 	DeadNodeReclaimTime time.Duration
 	// RejoinInterval is how often a node that knows no other member retries
-	// Config.Join (default 30s).
+	// Config.Join (default 30s), and how often it tries to reach again a
+	// member that failed (see ReconnectTimeout).
 	RejoinInterval time.Duration
+	// ReconnectTimeout is how long a node keeps trying, one member every
+	// RejoinInterval, to reach members that failed (default 24h). Failure detection cannot tell a crash from a network
+	// partition, and once the two sides of a partition have declared each
+	// other dead, neither gossips to the other again: only these attempts
+	// bring them back together when the network heals.
+	ReconnectTimeout time.Duration
 	// VerifyTimeout bounds one call of Config.Verify (default 10s).
 	VerifyTimeout time.Duration
 	// VerifyRetry is the delay before retrying a failed verification,
@@ -175,11 +183,12 @@ type Membership struct {
 
 	mu      sync.Mutex
 	closed  bool
-	peers   map[string]*peer // by ID, every member memberlist knows alive
-	members []Member         // the verified view, sorted by ID, State unset; never modified, only replaced
-	stale   bool             // members must be rebuilt from peers (see viewLocked)
-	version uint64           // incremented when the ring's member set changes
-	joins   int              // failed join attempts, for tests
+	peers   map[string]*peer   // by ID, every member memberlist knows alive
+	members []Member           // the verified view, sorted by ID, State unset; never modified, only replaced
+	stale   bool               // members must be rebuilt from peers (see viewLocked)
+	version uint64             // incremented when the ring's member set changes
+	joins   int                // failed join attempts, for tests
+	failed  map[string]failure // by ID, verified members that failed, for ReconnectTimeout
 
 	ringMu      sync.Mutex
 	ringOpts    ring.Options // zero (the defaults) but in simulations, which cannot afford them
@@ -187,6 +196,12 @@ type Membership struct {
 	ringVersion uint64
 	stopOnce    sync.Once
 	stopErr     error
+}
+
+// failure is a member that failed, as reconnect remembers it.
+type failure struct {
+	gossipAddr string
+	at         time.Time
 }
 
 // peer is what a node knows of another member.
@@ -270,6 +285,7 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 		sem:     make(chan struct{}, maxConcurrentVerify),
 		changes: make(chan struct{}, 1),
 		peers:   make(map[string]*peer),
+		failed:  make(map[string]failure),
 	}
 	mc.Delegate = (*delegate)(m)
 	mc.Events = (*events)(m)
@@ -301,9 +317,9 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 			<-done
 			return nil, fmt.Errorf("membership: join: %w", ctx.Err())
 		}
-		m.wg.Add(1)
-		go m.rejoinLoop()
 	}
+	m.wg.Add(1)
+	go m.rejoinLoop()
 	return m, nil
 }
 
@@ -322,6 +338,7 @@ func (t Tuning) withDefaults() Tuning {
 	set(&t.GossipToTheDeadTime, d.GossipToTheDeadTime)
 	set(&t.DeadNodeReclaimTime, 10*time.Second)
 	set(&t.RejoinInterval, 30*time.Second)
+	set(&t.ReconnectTimeout, 24*time.Hour)
 	set(&t.VerifyTimeout, 10*time.Second)
 	set(&t.VerifyRetry, time.Second)
 	if t.SuspicionMult <= 0 {
@@ -358,9 +375,10 @@ func (m *Membership) tryJoin() {
 	m.log.Info("membership: joined", "contacted", n)
 }
 
-// rejoinLoop retries Config.Join while the node knows no other member:
-// after a failed first join, or when every other member has gone, so that
-// a network split by an outage comes back together.
+// rejoinLoop retries Config.Join while the node knows no other member
+// (after a failed first join, or when every other member has gone), and
+// tries to reach a member that failed, so that a network split by an
+// outage or a partition comes back together.
 func (m *Membership) rejoinLoop() {
 	defer m.wg.Done()
 	tk := time.NewTicker(m.tuning.RejoinInterval)
@@ -371,10 +389,41 @@ func (m *Membership) rejoinLoop() {
 			return
 		case <-tk.C:
 		}
-		if m.ml.NumMembers() <= 1 {
+		if len(m.join) > 0 && m.ml.NumMembers() <= 1 {
 			m.tryJoin()
 		}
+		m.reconnect()
 	}
+}
+
+// reconnect tries to reach one member, chosen at random, of those that
+// failed within Tuning.ReconnectTimeout and have not come back. A member
+// that answers merges its view of the network with this node's (a join's
+// push-pull), which is enough to reunite the two sides of a partition.
+// One member per round bounds the cost when many failed for good.
+func (m *Membership) reconnect() {
+	now := time.Now()
+	m.mu.Lock()
+	var ids []string
+	for id, f := range m.failed {
+		if now.Sub(f.at) > m.tuning.ReconnectTimeout {
+			delete(m.failed, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		m.mu.Unlock()
+		return
+	}
+	id := ids[rand.IntN(len(ids))]
+	addr := m.failed[id].gossipAddr
+	m.mu.Unlock()
+	if _, err := m.ml.Join([]string{addr}); err != nil {
+		m.log.Debug("membership: failed member still unreachable", "id", id, "gossip", addr, "err", err)
+		return
+	}
+	m.log.Info("membership: reached a failed member again", "id", id, "gossip", addr)
 }
 
 // Members returns the verified members that are alive or suspect,
@@ -495,6 +544,7 @@ func (m *Membership) observe(n *memberlist.Node) {
 	if m.closed {
 		return
 	}
+	delete(m.failed, n.Name)
 	addr := n.Address()
 	p := m.peers[n.Name]
 	if p != nil && bytes.Equal(p.meta, n.Meta) && p.gossipAddr == addr {
@@ -550,6 +600,11 @@ func (m *Membership) forget(n *memberlist.Node) {
 	state := Dead
 	if n.State == memberlist.StateLeft {
 		state = Left
+	}
+	// memberlist's events do not say whether a member left or failed, so
+	// reconnect tries departed members too: one dial per round at most.
+	if _, trusted := p.entry(); trusted {
+		m.failed[n.Name] = failure{gossipAddr: p.gossipAddr, at: time.Now()}
 	}
 	m.log.Info("membership: member gone", "id", n.Name, "name", p.member.Name, "state", state)
 	m.updateLocked(was, wasIn, nil)

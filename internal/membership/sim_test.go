@@ -37,7 +37,8 @@ type simNet struct {
 	byAddr map[string]*simTransport
 	byName map[string]*simTransport
 	port   int
-	drops  atomic.Int64 // packets dropped on full queues
+	side   map[string]int // address → side of a partition; empty when whole
+	drops  atomic.Int64   // packets dropped on full queues
 }
 
 // simQueue is a node's packet queue, its socket buffer.
@@ -63,6 +64,36 @@ func (n *simNet) transport(name string) *simTransport {
 	n.byAddr[string(t.addr)] = t
 	n.byName[name] = t
 	return t
+}
+
+// split partitions the network: nodes on different sides (given by
+// address) no longer reach each other; packets between them are lost and
+// connections refused.
+func (n *simNet) split(sides ...[]string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.side = make(map[string]int)
+	for i, addrs := range sides {
+		for _, a := range addrs {
+			n.side[a] = i
+		}
+	}
+}
+
+// heal ends a partition.
+func (n *simNet) heal() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.side = nil
+}
+
+// cut reports whether a partition separates from and to.
+func (n *simNet) cut(from, to simAddr) bool {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	a, ok1 := n.side[string(from)]
+	b, ok2 := n.side[string(to)]
+	return ok1 && ok2 && a != b
 }
 
 func (n *simNet) lookup(a memberlist.Address) (*simTransport, error) {
@@ -109,6 +140,9 @@ func (t *simTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time
 		return time.Time{}, err
 	}
 	now := time.Now()
+	if t.net.cut(t.addr, dest.addr) {
+		return now, nil // lost, as on a network that drops it
+	}
 	dest.deliver(&memberlist.Packet{Buf: slices.Clone(b), From: t.addr, Timestamp: now})
 	return now, nil
 }
@@ -152,6 +186,9 @@ func (t *simTransport) DialAddressTimeout(a memberlist.Address, timeout time.Dur
 	dest, err := t.net.lookup(a)
 	if err != nil {
 		return nil, err
+	}
+	if t.net.cut(t.addr, dest.addr) {
+		return nil, fmt.Errorf("sim: %s: network unreachable", a)
 	}
 	local, remote := net.Pipe()
 	tm := time.NewTimer(timeout)
@@ -432,6 +469,57 @@ func TestSimulatedNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "departed node dropped", func() error { return agree(sn.nodes[:n-1], all[:n-1]) })
+}
+
+// TestPartitionHeals splits a network in two halves of two nodes, which
+// declare each other dead, and heals it: each half goes on by itself (a
+// half of two never retries its --join, since it knows a member), and when
+// the network heals the halves find each other again by reconnecting to
+// the members that failed.
+func TestPartitionHeals(t *testing.T) {
+	const n = 4
+	tuning := LocalTuning()
+	tuning.ReconnectTimeout = time.Nanosecond
+	// memberlist stops gossiping to a dead member at once, as after a
+	// partition longer than GossipToTheDeadTime: only reconnecting can
+	// reunite the halves.
+	tuning.GossipToTheDeadTime = time.Millisecond
+	sn := startSim(t, simConfig{
+		creds:    simCredentials(t, n),
+		capacity: func(int) int { return 1 },
+		seeds:    1,
+		workers:  n,
+		tuning:   tuning,
+	})
+	var ids, addrs []string
+	for _, m := range sn.nodes {
+		ids = append(ids, m.Self().ID)
+		addrs = append(addrs, m.Self().GossipAddr)
+	}
+	waitFor(t, "network converges", func() error { return agree(sn.nodes, ids) })
+
+	sn.net.split(addrs[:2], addrs[2:])
+	waitFor(t, "first half alone", func() error { return agree(sn.nodes[:2], ids[:2]) })
+	waitFor(t, "second half alone", func() error { return agree(sn.nodes[2:], ids[2:]) })
+	for _, m := range sn.nodes {
+		m.mu.Lock()
+		failed := len(m.failed)
+		m.mu.Unlock()
+		if failed != 2 {
+			t.Errorf("%s remembers %d failed members, want the 2 of the other half", m.Self().Name, failed)
+		}
+	}
+
+	sn.net.heal()
+	waitFor(t, "halves reunited", func() error { return agree(sn.nodes, ids) })
+	for _, m := range sn.nodes {
+		m.mu.Lock()
+		failed := len(m.failed)
+		m.mu.Unlock()
+		if failed != 0 {
+			t.Errorf("%s still remembers %d failed members after the heal", m.Self().Name, failed)
+		}
+	}
 }
 
 // simSizes returns the network sizes BenchmarkSimulatedNetwork runs:

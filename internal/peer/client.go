@@ -36,6 +36,11 @@ const (
 // connection per peer, opened on the first call and closed after a while
 // without calls. It is safe for concurrent use.
 type Client struct {
+	// DialContext, if not nil, opens the TCP connections to peers in
+	// place of a net.Dialer: tests use it to inject network faults. Set it
+	// before the first call.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+
 	cred *admission.Credential
 	tls  *tls.Config
 
@@ -134,8 +139,7 @@ func (c *Client) Hello(ctx context.Context, addr, wantID string) error {
 func (c *Client) Identify(ctx context.Context, addr string) (id, name string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, "tcp", addr)
+	raw, err := c.dialTCP(ctx, "tcp", addr)
 	if err != nil {
 		return "", "", fmt.Errorf("peer: %w", err)
 	}
@@ -240,8 +244,7 @@ func (c *Client) newTransport(r route, l *link) *http.Transport {
 func (c *Client) dial(ctx context.Context, network, addr, wantID string) (net.Conn, time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, network, addr)
+	raw, err := c.dialTCP(ctx, network, addr)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -264,4 +267,13 @@ func (c *Client) dial(ctx context.Context, network, addr, wantID string) (net.Co
 		return nil, time.Time{}, err
 	}
 	return conn, state.PeerCertificates[0].NotAfter, nil
+}
+
+// dialTCP opens the connection a TLS session to a peer runs over.
+func (c *Client) dialTCP(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c.DialContext != nil {
+		return c.DialContext(ctx, network, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
 }

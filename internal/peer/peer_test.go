@@ -594,3 +594,68 @@ func TestIdentify(t *testing.T) {
 		t.Fatalf("Identify of another network's node = %q, want an error", id)
 	}
 }
+
+// TestDialContext checks that every connection the client opens goes
+// through Client.DialContext, so that a test can cut the network: a
+// refused dial fails the call with the dialer's error, and a connection
+// closed under the client is replaced through the dialer.
+func TestDialContext(t *testing.T) {
+	dir := newNetwork(t)
+	a, b := admit(t, dir, "alpha"), admit(t, dir, "beta")
+	ts := serve(t, a, echo, nil)
+	errCut := errors.New("network unreachable")
+	var (
+		dials atomic.Int64
+		cut   atomic.Bool
+		last  atomic.Pointer[net.Conn]
+	)
+	c := NewClient(b)
+	defer c.Close()
+	c.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		if addr != ts.addr {
+			t.Errorf("dialled %s, want %s", addr, ts.addr)
+		}
+		if cut.Load() {
+			return nil, errCut
+		}
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			last.Store(&conn)
+		}
+		return conn, err
+	}
+	ctx := context.Background()
+	if _, _, err := c.Identify(ctx, ts.addr); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Hello(ctx, ts.addr, a.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if got := dials.Load(); got != 2 {
+		t.Errorf("%d dials for Identify and Hello, want 2", got)
+	}
+
+	// The connection breaks and the network is cut: the call fails with
+	// the dialer's error.
+	cut.Store(true)
+	(*last.Load()).Close()
+	err := c.Hello(ctx, ts.addr, a.ID())
+	if !errors.Is(err, errCut) {
+		t.Fatalf("Hello over a cut network: %v, want %v", err, errCut)
+	}
+	if _, _, err := c.Identify(ctx, ts.addr); !errors.Is(err, errCut) {
+		t.Fatalf("Identify over a cut network: %v, want %v", err, errCut)
+	}
+
+	// The network is back: the next call dials again and succeeds.
+	cut.Store(false)
+	before := dials.Load()
+	if status, _, err := call(t, c, ts.addr, a.ID(), post(t, "/v1/echo", strings.NewReader("back"))); err != nil || status != http.StatusOK {
+		t.Fatalf("call after the network came back: %d, %v", status, err)
+	}
+	if dials.Load() == before {
+		t.Error("the call after the network came back did not dial")
+	}
+}
