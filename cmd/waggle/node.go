@@ -16,6 +16,9 @@ import (
 )
 
 func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "leave" {
+		return runNodeLeave(ctx, args[1:], stdout, stderr)
+	}
 	fs := newFlagSet("node", "--data DIR [--network FILE --peer ADDR [--join ADDR,...]] [flags] [SEED...]", stderr)
 	var cfg node.Config
 	scope, delay := crawlFlags(fs, &cfg.Crawl)
@@ -144,4 +147,18 @@ func printStatus(w io.Writer, st node.Status) {
 			m.Crawl.Captures, m.Crawl.Queued, m.Crawl.Hosts, m.Crawl.PagesPerSecond, m.HTTP)
 	}
 	tw.Flush()
+}
+
+func runNodeLeave(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("node leave", "--data DIR", stderr)
+	data := fs.String("data", "./waggle-data", "data directory of the running node")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "handing captures and URLs over to the other nodes…")
+	if err := node.Leave(ctx, *data); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "the node has left the network and stopped; its data directory may be removed")
+	return nil
 }

@@ -92,6 +92,15 @@ func (a *adminServer) serve(ctx context.Context, n *Node) error {
 		n.pushSeeds(r.Context(), n.crawl.Seeds())
 		writeJSON(w, submitAnswer{Queued: len(req.URLs)})
 	})
+	mux.HandleFunc("POST /leave", func(w http.ResponseWriter, r *http.Request) {
+		if err := n.Leave(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		writeJSON(w, struct {
+			Left bool `json:"left"`
+		}{true})
+	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.Status(r.Context()))
 	})
@@ -145,6 +154,21 @@ func Submit(ctx context.Context, data string, urls []string) (int, error) {
 		return 0, err
 	}
 	return ans.Queued, nil
+}
+
+// Leave asks the node running on data to hand its part of the network over
+// and stop (see Node.Leave); it returns once the node has.
+func Leave(ctx context.Context, data string) error {
+	c, err := adminClient(data)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://node/leave", nil)
+	if err != nil {
+		return err
+	}
+	var ans struct{ Left bool }
+	return adminCall(c, req, &ans)
 }
 
 // QueryStatus asks the node running on data for its status.

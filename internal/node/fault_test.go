@@ -126,3 +126,46 @@ func TestLostSegmentRepaired(t *testing.T) {
 	}
 	t.Logf("repaired from the replicas in %v", took.Round(time.Millisecond))
 }
+
+// waggle node leave: a node hands its copies over to the nodes that hold
+// its sites once it is gone, and only then leaves. With anti-entropy
+// switched off, the handover alone must leave three copies of everything.
+func TestLeaveHandsOver(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+	nodes, _ := startNetwork(t, 4, srv.URL(), func(c *Config) { c.RepairEvery = time.Hour })
+	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	waitCopies(t, 3, nodes...)
+	leaving := nodes[3]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := Leave(ctx, leaving.data); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-leaving.done:
+		if err != nil {
+			t.Fatalf("the leaving node's Run: %v", err)
+		}
+		leaving.cancel = nil
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node did not stop after leaving")
+	}
+	rest := nodes[:3]
+	waitMembers(t, 3, rest...)
+	held := map[string]int{}
+	for _, n := range rest {
+		n.LocalCaptures(context.Background(), func(c index.Capture) bool { held[c.RecordID]++; return true })
+	}
+	under := 0
+	for _, k := range held {
+		if k < 3 {
+			under++
+		}
+	}
+	if under > 0 {
+		t.Errorf("%d of %d captures have fewer than 3 copies after the node left", under, len(held))
+	}
+}

@@ -87,6 +87,9 @@ type Config struct {
 	// announcing it, as a crash would, and the others notice by failure
 	// detection.
 	LeaveTimeout time.Duration
+	// Faults, if not nil, injects network faults between the nodes that
+	// share it (tests only).
+	Faults *Faults
 
 	Logger *slog.Logger
 }
@@ -118,6 +121,7 @@ type Node struct {
 	budget            *antientropy.Budget
 	repairs           repairCounters
 	push              *replicate.Queue
+	drain             drainState
 	replicaStored     atomic.Int64 // records stored from other nodes' pushes
 
 	seedMu     sync.Mutex
@@ -230,13 +234,14 @@ func (n *Node) openNetwork(ctx context.Context) error {
 		gossip = net.JoinHostPort(host, strconv.Itoa(port))
 	}
 	n.client = peer.NewClient(cfg.Credential)
+	cfg.Faults.hookClient(cfg.Credential.ID(), peerAddr, n.client)
 	join := n.resolveJoin(ctx, cfg.Join)
 	for _, a := range n.knownPeers() {
 		if !slices.Contains(join, a) {
 			join = append(join, a)
 		}
 	}
-	n.router = &router{self: cfg.Credential.ID()}
+	n.router = &router{n: n, self: cfg.Credential.ID()}
 	n.out, err = outbox.Open(outbox.Config{
 		DB:      n.db,
 		Client:  n.client,
@@ -257,6 +262,10 @@ func (n *Node) openNetwork(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	gossipTransport, err := cfg.Faults.transport(cfg.Credential.ID(), gossip, n.log)
+	if err != nil {
+		return err
+	}
 	n.members, err = membership.Start(ctx, membership.Config{
 		Credential:    cfg.Credential,
 		BindAddr:      gossip,
@@ -268,8 +277,9 @@ func (n *Node) openNetwork(ctx context.Context) error {
 		Verify: func(ctx context.Context, m membership.Member) error {
 			return n.client.Hello(ctx, m.PeerAddr, m.ID)
 		},
-		Logger: n.log,
-		Tuning: cfg.Tuning,
+		Logger:    n.log,
+		Tuning:    cfg.Tuning,
+		Transport: gossipTransport,
 	})
 	if err != nil {
 		return err
@@ -366,6 +376,9 @@ func (n *Node) Run(ctx context.Context) error {
 	defer n.close()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	n.drain.mu.Lock()
+	n.drain.stop = func() { cancel(nil) }
+	n.drain.mu.Unlock()
 	var wg sync.WaitGroup
 	fail := func(what string, err error) {
 		if err != nil && ctx.Err() == nil {
@@ -407,7 +420,7 @@ func (n *Node) Run(ctx context.Context) error {
 		wg.Go(func() { n.repair(ctx) })
 	}
 	<-ctx.Done()
-	if n.members != nil && n.cfg.LeaveTimeout > 0 {
+	if n.members != nil && n.cfg.LeaveTimeout > 0 && !n.drain.on.Load() {
 		// Others stop routing here at once rather than after failure detection.
 		if err := n.members.Leave(n.cfg.LeaveTimeout); err != nil {
 			n.log.Warn("node: leaving the network", "err", err)

@@ -22,12 +22,16 @@ import (
 // router is the crawler's crawl.Router: the ring of the live members says
 // who owns a site, and the outbox carries URLs to them.
 type router struct {
+	n       *Node
 	self    string
 	members *membership.Membership
 	out     *outbox.Outbox
 }
 
 func (r *router) Owner(site string) string {
+	if r.n.drain.on.Load() {
+		return r.n.ownerWhileDraining(site)
+	}
 	o, ok := r.members.Ring().Owner(site)
 	if !ok || o.ID == r.self {
 		return ""
@@ -56,6 +60,9 @@ func links(items []frontier.Item) []outbox.Link {
 // ownerOfURL is the ring's owner of a URL's site, this node included, for
 // rerouting queued URLs.
 func (n *Node) ownerOfURL(u string) string {
+	if n.drain.on.Load() {
+		return n.ownerWhileDraining(urlkey.Site(u))
+	}
 	o, ok := n.members.Ring().Owner(urlkey.Site(u))
 	if !ok {
 		return ""
