@@ -375,7 +375,16 @@ func (f *Frontier) Forward(b *pebble.Batch, l Lease) error {
 	if *slot == binary.LittleEndian.Uint64(sum[:16])|1 {
 		*slot = 0
 	}
+	// Nor does it count against the host's page limit here.
+	h := f.host(l.Host)
+	if h.total > 0 {
+		h.total--
+	}
+	err := b.Set([]byte("f/h/"+l.Host), binary.AppendUvarint(nil, uint64(h.total)), nil)
 	f.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
 	return f.Done(b, l)
 }
 

@@ -479,7 +479,6 @@ func TestSimulatedNetwork(t *testing.T) {
 func TestPartitionHeals(t *testing.T) {
 	const n = 4
 	tuning := LocalTuning()
-	tuning.ReconnectTimeout = time.Nanosecond
 	// memberlist stops gossiping to a dead member at once, as after a
 	// partition longer than GossipToTheDeadTime: only reconnecting can
 	// reunite the halves.

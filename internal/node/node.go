@@ -122,6 +122,8 @@ type Node struct {
 	repairs           repairCounters
 	push              *replicate.Queue
 	drain             drainState
+	handoff           handoffRunner
+	handedOver        atomic.Int64 // captures of sites not held here, pushed to their replicas
 	replicaStored     atomic.Int64 // records stored from other nodes' pushes
 
 	seedMu     sync.Mutex

@@ -64,6 +64,9 @@ type ReplicationStats struct {
 	PushedBytes     int64          `json:"bytes_pushed"`
 	Dropped         int64          `json:"dropped"` // copies abandoned (unreadable here); anti-entropy restores them
 	Received        int64          `json:"records_received"`
+	// HandedOver counts captures of sites this node is not a replica of
+	// (any more) that it pushed to their replicas.
+	HandedOver int64 `json:"handed_over"`
 }
 
 func (n *Node) replicationStats() ReplicationStats {
@@ -71,6 +74,7 @@ func (n *Node) replicationStats() ReplicationStats {
 	return ReplicationStats{
 		Replicas: n.cfg.Replicas, UnderReplicated: n.push.Under(), Pending: n.push.Pending(),
 		Pushed: ps.Entries, PushedBytes: ps.Bytes, Dropped: ps.Dropped, Received: n.replicaStored.Load(),
+		HandedOver: n.handedOver.Load(),
 	}
 }
 

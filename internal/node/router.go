@@ -101,6 +101,7 @@ func (n *Node) watch(ctx context.Context) {
 				n.log.Error("node: rerouting queued URLs and copies", "err", err)
 			}
 			n.syncSeeds(ctx, false)
+			n.requestHandOff(ctx)
 		case <-tick.C:
 			n.syncSeeds(ctx, true)
 		}

@@ -1,0 +1,116 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/replicate"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// handoffPrefix marks the captures of sites this node does not hold that it
+// has pushed to their replicas, with the ring (its digest) they were
+// pushed under: + the SHA-256 of the record ID.
+const handoffPrefix = "k/handoff/"
+
+// handoffBatch bounds the captures staged per commit.
+const handoffBatch = 1000
+
+// handOff pushes the captures this node holds of sites it is not a replica
+// of — made while it owned a site that has since moved, or on the wrong
+// side of a partition — to the site's replicas, which anti-entropy would
+// never ask it for (it compares only the sites both ends hold). It runs
+// when the ring changes; a capture is pushed once per ring.
+func (n *Node) handOff(ctx context.Context) error {
+	rg := n.members.Ring()
+	if rg.Len() <= 1 {
+		return nil // alone: there is nobody to hand over to
+	}
+	digest := binary.BigEndian.AppendUint64(nil, rg.Digest())
+	var batch []index.Capture
+	pushed := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
+			for _, c := range batch {
+				to := n.otherReplicas(urlkey.SiteOfKey(c.URLKey))
+				if len(to) == 0 {
+					continue
+				}
+				if err := n.push.Add(b, to, replicate.Entry{Capture: c, Records: []warc.Location{{Segment: c.Segment, Offset: c.Offset, Length: c.Length}}}); err != nil {
+					return err
+				}
+				if err := b.Set(handoffKey(c.RecordID), digest, nil); err != nil {
+					return err
+				}
+				pushed++
+			}
+			return nil
+		})
+		batch = batch[:0]
+		return err
+	}
+	err := n.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
+		if n.holds(n.ID(), urlkey.SiteOfKey(c.URLKey)) || n.handedOff(c.RecordID, digest) {
+			return true, nil
+		}
+		batch = append(batch, c)
+		if len(batch) == handoffBatch {
+			return true, flush()
+		}
+		return true, nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if pushed > 0 {
+		n.handedOver.Add(int64(pushed))
+		n.log.Info("node: handing captures of sites this node no longer holds to their replicas", "captures", pushed)
+	}
+	return err
+}
+
+func handoffKey(recordID string) []byte {
+	sum := sha256.Sum256([]byte(recordID))
+	return append([]byte(handoffPrefix), sum[:16]...)
+}
+
+// handedOff reports whether the capture was pushed under the ring digest.
+func (n *Node) handedOff(recordID string, digest []byte) bool {
+	v, closer, err := n.db.Get(handoffKey(recordID))
+	if err != nil {
+		return false
+	}
+	defer closer.Close()
+	return string(v) == string(digest)
+}
+
+// handoffRunner runs handOff once at a time, again if the ring changed
+// meanwhile.
+type handoffRunner struct {
+	pending atomic.Bool
+	running atomic.Bool
+}
+
+func (n *Node) requestHandOff(ctx context.Context) {
+	n.handoff.pending.Store(true)
+	if !n.handoff.running.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer n.handoff.running.Store(false)
+		for n.handoff.pending.Swap(false) {
+			if err := n.handOff(ctx); err != nil && ctx.Err() == nil {
+				n.log.Warn("node: handing captures over", "err", err)
+			}
+		}
+	}()
+}
