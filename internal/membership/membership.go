@@ -38,18 +38,15 @@ import (
 type State int
 
 const (
-	Alive   State = iota // answering probes
-	Suspect              // missed probes; dead unless it refutes in time
-	Dead                 // declared failed
-	Left                 // left gracefully
+	Alive State = iota // answering probes, or suspected and not yet declared dead
+	Dead               // declared failed
+	Left               // left gracefully
 )
 
 func (s State) String() string {
 	switch s {
 	case Alive:
 		return "alive"
-	case Suspect:
-		return "suspect"
 	case Dead:
 		return "dead"
 	case Left:
@@ -426,30 +423,15 @@ func (m *Membership) reconnect() {
 	m.log.Info("membership: reached a failed member again", "id", id, "gossip", addr)
 }
 
-// Members returns the verified members that are alive or suspect,
-// this node included, sorted by ID. A member whose metadata changes leaves
-// the list until it is verified again. After Leave or Close, Members returns
-// the last view.
+// Members returns the verified members memberlist has not declared dead
+// or gone, this node included, sorted by ID: suspected members stay (and
+// memberlist does not say which are suspected: its Node.State is never
+// set). A member whose metadata changes leaves the list until it is
+// verified again. After Leave or Close, Members returns the last view.
 func (m *Membership) Members() []Member {
 	m.mu.Lock()
-	ms := slices.Clone(m.viewLocked())
-	closed := m.closed
-	m.mu.Unlock()
-	if closed {
-		return ms
-	}
-	suspect := make(map[string]bool)
-	for _, n := range m.ml.Members() {
-		if n.State == memberlist.StateSuspect {
-			suspect[n.Name] = true
-		}
-	}
-	for i := range ms {
-		if suspect[ms[i].ID] {
-			ms[i].State = Suspect
-		}
-	}
-	return ms
+	defer m.mu.Unlock()
+	return slices.Clone(m.viewLocked())
 }
 
 // Self returns this node as the others see it.
