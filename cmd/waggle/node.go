@@ -31,6 +31,8 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	join := fs.String("join", "", "peer addresses of nodes of the network, comma-separated (none: start a new network)")
 	fs.IntVar(&cfg.Capacity, "capacity", 1, fmt.Sprintf("relative capacity, 1 to %d: the node's share of hosts is in proportion", membership.MaxCapacity))
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "copies of each capture the network keeps")
+	fs.DurationVar(&cfg.RepairEvery, "repair-every", node.DefaultRepairEvery, "interval of anti-entropy rounds with the other members")
+	fs.Int64Var(&cfg.RepairRate, "repair-rate", node.DefaultRepairRate, "bytes per second anti-entropy may use (comparisons and copies)")
 	localTiming := fs.Bool("local-timing", false, "fast failure detection for nodes on one machine (tests, demos)")
 	verbose := fs.Bool("v", false, "log more (to stderr)")
 	seeds, err := parseFlags(fs, args)

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,7 +56,9 @@ func testStableNetwork(t *testing.T, bin string) {
 		want[cp.key] = true
 	}
 
-	nodes := c.startNetwork(3, proxy)
+	// One copy of each capture: the test is of the division of labour, and
+	// of replay from the node that holds a page.
+	nodes := c.startNetwork(3, proxy, 1)
 	c.submit(nodes[1], web.Seeds())
 	final := c.waitQuiet(nodes)
 	var sent int64
@@ -68,7 +71,7 @@ func testStableNetwork(t *testing.T, bin string) {
 		c.stop(n.proc)
 	}
 
-	holders, got, total := c.holdings(nodes)
+	holders, got, fetches := c.holdings(nodes)
 	for k := range want {
 		if !got[k] {
 			t.Errorf("%s was archived by a single node but by no node of the network", k)
@@ -79,20 +82,20 @@ func testStableNetwork(t *testing.T, bin string) {
 			t.Errorf("%s was archived by the network but not by a single node", k)
 		}
 	}
-	if o := overlapOf(holders); o != 0 {
-		for u, hs := range holders {
-			if len(hs) > 1 && !strings.HasSuffix(u, "/robots.txt") {
-				t.Errorf("%s archived by %v", u, hs)
+	if o := overlapOf(fetches); o != 0 {
+		for u, ts := range fetches {
+			if len(ts) > 1 && !strings.HasSuffix(u, "/robots.txt") {
+				t.Errorf("%s fetched %d times (held by %v)", u, len(ts), holders[u])
 			}
 		}
-		t.Errorf("overlap: %d URLs archived more than once", o)
+		t.Errorf("overlap: %d URLs fetched more than once", o)
 	}
 	if sent == 0 {
 		t.Error("the nodes exchanged no URL")
 	}
 	checkReplayedFromPeer(t, nodes[0], replayed, holders)
 	t.Logf("coverage %d/%d keys, overlap 0, %d captures (%s), %d URLs exchanged",
-		len(want), len(want), total, capturesPerNode(nodes, holders), sent)
+		len(want), len(want), total(fetches), capturesPerNode(nodes, holders), sent)
 }
 
 // testKillRestart kills a node with SIGKILL in the middle of a crawl and
@@ -101,7 +104,7 @@ func testStableNetwork(t *testing.T, bin string) {
 func testKillRestart(t *testing.T, bin string) {
 	c := newCluster(t, bin)
 	web, proxy := startWebsim(t)
-	nodes := c.startNetwork(3, proxy)
+	nodes := c.startNetwork(3, proxy, 3)
 	n3 := nodes[2]
 	c.submit(nodes[1], web.Seeds())
 
@@ -137,13 +140,14 @@ func testKillRestart(t *testing.T, bin string) {
 		t.Errorf("n3 reports %d captures after its restart; it had acknowledged %d", st.Crawl.Captures, acked)
 	}
 	c.waitQuiet(nodes)
+	c.waitRepaired(nodes)
 	c.checkAPIStatus(nodes)
 	replayed := c.checkReplay(nodes[0], web.Pages())
 	for _, n := range nodes {
 		c.stop(n.proc)
 	}
 
-	holders, _, total := c.holdings(nodes)
+	holders, _, fetches := c.holdings(nodes)
 	for _, p := range web.Pages() {
 		if len(holders[p]) == 0 {
 			t.Errorf("page %s was archived by no node", p)
@@ -152,8 +156,22 @@ func testKillRestart(t *testing.T, bin string) {
 	if kept := int64(len(c.index(n3.data))); kept < acked {
 		t.Errorf("n3's index holds %d captures after SIGKILL and restart; it had acknowledged %d", kept, acked)
 	}
-	checkReplayedFromPeer(t, nodes[0], replayed, holders)
-	t.Logf("after SIGKILL and restart: coverage 1, overlap %d of %d captures (%s)", overlapOf(holders), total, capturesPerNode(nodes, holders))
+	// Three nodes keeping three copies: each holds every capture.
+	for _, n := range nodes {
+		held := 0
+		for _, hs := range holders {
+			if slices.Contains(hs, n.name) {
+				held++
+			}
+		}
+		if held != len(holders) {
+			t.Errorf("%s holds captures of %d of the %d URLs; with --replicas 3 on three nodes it should hold all", n.name, held, len(holders))
+		}
+	}
+	if len(replayed) == 0 {
+		t.Error("nothing was replayed")
+	}
+	t.Logf("after SIGKILL and restart: coverage 1, overlap %d of %d captures (%s)", overlapOf(fetches), total(fetches), capturesPerNode(nodes, holders))
 }
 
 // buildWaggle builds the waggle binary into a temporary directory.
@@ -203,6 +221,7 @@ type procNode struct {
 	name, data, cred string
 	peer, http, join string
 	proxy            string
+	replicas         int
 	proc             *childProc
 }
 
@@ -347,17 +366,18 @@ func (c *cluster) portPair() string {
 
 // startNetwork creates a network, admits n nodes, starts them (each one
 // after the first joining the first) and waits until all see each other.
-func (c *cluster) startNetwork(n int, proxy string) []*procNode {
+func (c *cluster) startNetwork(n int, proxy string, replicas int) []*procNode {
 	c.t.Helper()
 	c.netDir = filepath.Join(c.dir, "net")
 	c.waggle("network", "init", "--dir", c.netDir)
 	var nodes []*procNode
 	for i := range n {
 		pn := &procNode{
-			name:  fmt.Sprintf("n%d", i+1),
-			peer:  c.portPair(),
-			http:  c.portPair(),
-			proxy: proxy,
+			name:     fmt.Sprintf("n%d", i+1),
+			peer:     c.portPair(),
+			http:     c.portPair(),
+			proxy:    proxy,
+			replicas: replicas,
 		}
 		pn.data = filepath.Join(c.dir, pn.name)
 		pn.cred = filepath.Join(c.dir, pn.name+".pem")
@@ -377,11 +397,43 @@ func (c *cluster) startNode(n *procNode) {
 	c.t.Helper()
 	args := []string{"node", "--data", n.data, "--network", n.cred, "--peer", n.peer, "--http", n.http,
 		"--local-timing", "-v", "--proxy", n.proxy, "--allow-private", "--delay", "0", "--scope", "any",
-		"--max-host-pages", "300", "--max-crawl-delay", "1ms", "--workers", "8", "--timeout", "10s"}
+		"--max-host-pages", "300", "--max-crawl-delay", "1ms", "--workers", "8", "--timeout", "10s",
+		"--replicas", strconv.Itoa(n.replicas), "--repair-every", "500ms"}
 	if n.join != "" {
 		args = append(args, "--join", n.join)
 	}
 	n.proc = c.start(n.name, args...)
+}
+
+// waitRepaired waits until anti-entropy has nothing left to copy: every
+// node has run a round with each other member since the last poll, and all
+// those rounds found the two sides equal.
+func (c *cluster) waitRepaired(nodes []*procNode) {
+	c.t.Helper()
+	type counts struct{ rounds, equal int64 }
+	last := map[string]counts{}
+	c.waitFor("anti-entropy to find every pair equal", 2*time.Minute, func() (bool, string) {
+		done := true
+		var why string
+		for _, n := range nodes {
+			st, err := c.status(n)
+			if err != nil || st.Repair == nil {
+				return false, fmt.Sprintf("%s: no repair figures (%v)", n.name, err)
+			}
+			now := counts{st.Repair.Rounds, st.Repair.EqualRounds}
+			prev, seen := last[n.name]
+			last[n.name] = now
+			rounds, equal := now.rounds-prev.rounds, now.equal-prev.equal
+			if !seen || rounds < int64(len(nodes)-1) || rounds != equal {
+				done = false
+				why = fmt.Sprintf("%s: %d rounds since the last look, %d equal", n.name, rounds, equal)
+			}
+		}
+		if !done {
+			time.Sleep(time.Second)
+		}
+		return done, why
+	})
 }
 
 // status runs waggle status --json for a node.
@@ -553,7 +605,7 @@ func checkReplayedFromPeer(t *testing.T, n *procNode, replayed []string, holders
 }
 
 // cdxjCapture is what the tests need of a CDXJ line.
-type cdxjCapture struct{ key, url string }
+type cdxjCapture struct{ key, ts, url string }
 
 // index exports the capture index of a stopped node's data directory.
 func (c *cluster) index(data string) []cdxjCapture {
@@ -569,7 +621,7 @@ func (c *cluster) index(data string) []cdxjCapture {
 		if len(parts) != 3 || json.Unmarshal([]byte(parts[2]), &f) != nil || f.URL == "" {
 			c.t.Fatalf("bad CDXJ line %q", sc.Text())
 		}
-		caps = append(caps, cdxjCapture{key: parts[0], url: f.URL})
+		caps = append(caps, cdxjCapture{key: parts[0], ts: parts[1], url: f.URL})
 	}
 	return caps
 }
@@ -577,29 +629,42 @@ func (c *cluster) index(data string) []cdxjCapture {
 // holdings reads the indexes of stopped nodes: where each URL was
 // archived (URL → names of the nodes holding a capture of it), and the
 // SURT keys archived.
-func (c *cluster) holdings(nodes []*procNode) (holders map[string][]string, keys map[string]bool, total int) {
+func (c *cluster) holdings(nodes []*procNode) (holders map[string][]string, keys map[string]bool, fetches map[string]map[string]bool) {
 	c.t.Helper()
-	holders, keys = map[string][]string{}, map[string]bool{}
+	holders, keys, fetches = map[string][]string{}, map[string]bool{}, map[string]map[string]bool{}
 	for _, n := range nodes {
 		for _, cp := range c.index(n.data) {
 			holders[cp.url] = append(holders[cp.url], n.name)
 			keys[cp.key] = true
-			total++
+			if fetches[cp.url] == nil {
+				fetches[cp.url] = map[string]bool{}
+			}
+			fetches[cp.url][cp.ts] = true
 		}
 	}
-	return holders, keys, total
+	return holders, keys, fetches
 }
 
-// overlapOf counts the captures beyond the first of each URL. robots.txt
+// overlapOf counts the fetches beyond the first of each URL: captures of
+// it at distinct times (copies on replicas share their time). robots.txt
 // files are left out: two origins of one site (example.com and
 // www.example.com) each need their robots.txt, and when one redirects to
 // the other the same URL is archived for both, by one node as by many.
-func overlapOf(holders map[string][]string) int {
+func overlapOf(fetches map[string]map[string]bool) int {
 	n := 0
-	for u, hs := range holders {
+	for u, ts := range fetches {
 		if !strings.HasSuffix(u, "/robots.txt") {
-			n += len(hs) - 1
+			n += len(ts) - 1
 		}
+	}
+	return n
+}
+
+// total counts the distinct captures.
+func total(fetches map[string]map[string]bool) int {
+	n := 0
+	for _, ts := range fetches {
+		n += len(ts)
 	}
 	return n
 }
