@@ -264,6 +264,26 @@ func DropLocations(db *pebble.DB, b *pebble.Batch, segment string, from int64) (
 	return n, err
 }
 
+// Delete stages into b, an indexed batch, the removal of capture c from
+// the index, and of its payload digest's entry when c is the digest's first
+// capture.
+func Delete(b *pebble.Batch, c Capture) error {
+	if err := b.Delete(captureKey(c.URLKey, c.Time), nil); err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	if c.Digest == "" {
+		return nil
+	}
+	first, ok, err := ByDigest(b, c.Digest)
+	if err != nil || !ok || first.RecordID != c.RecordID {
+		return err
+	}
+	if err := b.Delete([]byte(digestPrefix+c.Digest), nil); err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	return nil
+}
+
 // HasRecord reports whether r, the database or an indexed batch, holds
 // the capture of urlKey at time t made by the record recordID.
 func HasRecord(r pebble.Reader, urlKey string, t time.Time, recordID string) (bool, error) {

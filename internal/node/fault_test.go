@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/websim"
 )
 
@@ -168,4 +170,66 @@ func TestLeaveHandsOver(t *testing.T) {
 	if under > 0 {
 		t.Errorf("%d of %d captures have fewer than 3 copies after the node left", under, len(held))
 	}
+}
+
+// A node joins a network of three that keep three copies: the sites it
+// now holds come to it (anti-entropy pulls them), and each node that is
+// no longer a replica of a site releases its copy once the site's replicas
+// confirm they hold it — in the end every capture sits on exactly its
+// site's three replicas.
+func TestJoinMovesCopies(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+	netDir := newNetwork(t)
+	nodes, _ := startNetworkIn(t, netDir, 3, srv.URL())
+	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	waitCopies(t, 3, nodes...)
+
+	nodes = append(nodes, start(t, "n4", nodeConfig(t.TempDir(), srv.URL(), admit(t, netDir, "n4"), nodes[0].Addrs().Peer)))
+	waitMembers(t, 4, nodes...)
+	joined := time.Now()
+	var wrong int
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		rg := nodes[0].members.Ring()
+		holders := map[string][]string{}
+		site := map[string]string{}
+		for _, n := range nodes {
+			n.LocalCaptures(context.Background(), func(c index.Capture) bool {
+				holders[c.RecordID] = append(holders[c.RecordID], n.ID())
+				site[c.RecordID] = urlkey.SiteOfKey(c.URLKey)
+				return true
+			})
+		}
+		wrong = 0
+		for id, hs := range holders {
+			var want []string
+			for _, m := range rg.Replicas(site[id], 3) {
+				want = append(want, m.ID)
+			}
+			slices.Sort(hs)
+			slices.Sort(want)
+			if !slices.Equal(hs, want) {
+				wrong++
+			}
+		}
+		if wrong == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d captures are not held by exactly their site's 3 replicas", wrong, len(holders))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var handed, released int64
+	for _, n := range nodes {
+		rs := n.replicationStats()
+		handed += rs.HandedOver
+		released += rs.Released
+	}
+	if released == 0 {
+		t.Error("no node released a copy")
+	}
+	t.Logf("after a join, every capture on exactly its 3 replicas %v later; %d captures handed over, %d copies released", time.Since(joined).Round(time.Millisecond), handed, released)
 }

@@ -58,8 +58,13 @@ func (n *Node) handOff(ctx context.Context) error {
 		batch = batch[:0]
 		return err
 	}
+	orphans := int64(0)
 	err := n.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
-		if n.holds(n.ID(), urlkey.SiteOfKey(c.URLKey)) || n.handedOff(c.RecordID, digest) {
+		if n.holds(n.ID(), urlkey.SiteOfKey(c.URLKey)) {
+			return true, nil
+		}
+		orphans++
+		if n.handedOff(c.RecordID, digest) {
 			return true, nil
 		}
 		batch = append(batch, c)
@@ -71,6 +76,7 @@ func (n *Node) handOff(ctx context.Context) error {
 	if err == nil {
 		err = flush()
 	}
+	n.orphans.Store(orphans)
 	if pushed > 0 {
 		n.handedOver.Add(int64(pushed))
 		n.log.Info("node: handing captures of sites this node no longer holds to their replicas", "captures", pushed)
@@ -113,4 +119,77 @@ func (n *Node) requestHandOff(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// releaseBatch bounds the captures released per commit.
+const releaseBatch = 256
+
+// release takes out of this node's index the captures of sites it no
+// longer holds, once they were handed over under the current ring and
+// every replica of the site has confirmed it holds them: the copy here is
+// no longer needed, and no longer served. The bytes stay in their WARC
+// segment (segments are append-only; nothing compacts them yet).
+func (n *Node) release(ctx context.Context) error {
+	if n.orphans.Load() == 0 {
+		return nil
+	}
+	rg := n.members.Ring()
+	if rg.Len() <= 1 {
+		return nil
+	}
+	digest := binary.BigEndian.AppendUint64(nil, rg.Digest())
+	var candidates []index.Capture
+	err := n.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
+		if !n.holds(n.ID(), urlkey.SiteOfKey(c.URLKey)) && n.handedOff(c.RecordID, digest) {
+			candidates = append(candidates, c)
+		}
+		return len(candidates) < releaseBatch, nil
+	})
+	if err != nil || len(candidates) == 0 {
+		return err
+	}
+	var confirmed []index.Capture
+	for _, c := range candidates {
+		if n.confirmed(ctx, c) {
+			confirmed = append(confirmed, c)
+		}
+	}
+	if len(confirmed) == 0 {
+		return nil
+	}
+	err = n.crawl.Update(ctx, func(b *pebble.Batch) error {
+		for _, c := range confirmed {
+			if err := index.Delete(b, c); err != nil {
+				return err
+			}
+			if err := b.Delete(handoffKey(c.RecordID), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		n.released.Add(int64(len(confirmed)))
+		n.orphans.Add(-int64(len(confirmed)))
+	}
+	return err
+}
+
+// confirmed reports whether every other replica of c's site holds c.
+func (n *Node) confirmed(ctx context.Context, c index.Capture) bool {
+	to := n.otherReplicas(urlkey.SiteOfKey(c.URLKey))
+	if len(to) < n.cfg.Replicas && len(to) < n.members.Ring().Len() {
+		return false
+	}
+	for _, id := range to {
+		found := false
+		err := n.net.CapturesOn(ctx, id, c.URLKey, func(o index.Capture) (bool, error) {
+			found = o.RecordID == c.RecordID
+			return !found, nil
+		})
+		if err != nil || !found {
+			return false
+		}
+	}
+	return len(to) > 0
 }

@@ -216,7 +216,12 @@ func (p *politeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // waits until they all see each other.
 func startNetwork(t *testing.T, n int, proxy string, configure ...func(*Config)) ([]*testNode, []Config) {
 	t.Helper()
-	netDir := newNetwork(t)
+	return startNetworkIn(t, newNetwork(t), n, proxy, configure...)
+}
+
+// startNetworkIn is startNetwork for the network whose admission key is in netDir.
+func startNetworkIn(t *testing.T, netDir string, n int, proxy string, configure ...func(*Config)) ([]*testNode, []Config) {
+	t.Helper()
 	var nodes []*testNode
 	var cfgs []Config
 	for i := range n {

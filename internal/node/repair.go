@@ -82,6 +82,9 @@ func (n *Node) repair(ctx context.Context) {
 				n.log.Warn("node: anti-entropy round failed", "member", m.Name, "err", err)
 			}
 		}
+		if err := n.release(ctx); err != nil && ctx.Err() == nil {
+			n.log.Warn("node: releasing captures handed over", "err", err)
+		}
 		n.repairs.last.Store(time.Now().UnixNano())
 	}
 }

@@ -67,6 +67,9 @@ type ReplicationStats struct {
 	// HandedOver counts captures of sites this node is not a replica of
 	// (any more) that it pushed to their replicas.
 	HandedOver int64 `json:"handed_over"`
+	// Released counts those taken out of this node's index once every
+	// replica confirmed it holds them (their bytes stay in the segments).
+	Released int64 `json:"released"`
 }
 
 func (n *Node) replicationStats() ReplicationStats {
@@ -74,7 +77,7 @@ func (n *Node) replicationStats() ReplicationStats {
 	return ReplicationStats{
 		Replicas: n.cfg.Replicas, UnderReplicated: n.push.Under(), Pending: n.push.Pending(),
 		Pushed: ps.Entries, PushedBytes: ps.Bytes, Dropped: ps.Dropped, Received: n.replicaStored.Load(),
-		HandedOver: n.handedOver.Load(),
+		HandedOver: n.handedOver.Load(), Released: n.released.Load(),
 	}
 }
 
