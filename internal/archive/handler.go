@@ -15,6 +15,7 @@ import (
 
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/peer"
+	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 // Path is the prefix of the paths Handler serves, under which a node
@@ -339,7 +340,7 @@ func parseLocation(v url.Values) (seg string, off, length int64, err error) {
 		}
 	}
 	seg = v.Get("segment")
-	if !validSegment(seg) {
+	if !warc.ValidSegmentName(seg) {
 		return "", 0, 0, fmt.Errorf("segment %.100q is not the base name of a .warc.gz file", seg)
 	}
 	off, err = strconv.ParseInt(v.Get("offset"), 10, 64)
@@ -351,27 +352,4 @@ func parseLocation(v url.Values) (seg string, off, length int64, err error) {
 		return "", 0, 0, fmt.Errorf("length %.30q: want 1 to %d", v.Get("length"), MaxRecordBytes)
 	}
 	return seg, off, length, nil
-}
-
-// validSegment reports whether name can be a segment's base name: letters,
-// digits, '.', '_', '+' and '-', not starting with '.', ending in
-// ".warc.gz". No separator, no "..", nothing a file system reads specially.
-func validSegment(name string) bool {
-	const suffix = ".warc.gz"
-	if len(name) <= len(suffix) || len(name) > 255 || name[0] == '.' || !strings.HasSuffix(name, suffix) {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '+', c == '-':
-		case c == '.':
-			if i > 0 && name[i-1] == '.' {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -58,7 +58,7 @@ func checkEntry(e *Entry) string {
 // checkLocation reports why l cannot be read as one record's gzip member, or "".
 func checkLocation(l warc.Location) string {
 	switch {
-	case !validSegment(l.Segment):
+	case !warc.ValidSegmentName(l.Segment):
 		return fmt.Sprintf("segment %.100q is not the base name of a .warc.gz file", l.Segment)
 	case l.Offset < 0:
 		return fmt.Sprintf("offset %d", l.Offset)
@@ -70,30 +70,6 @@ func checkLocation(l warc.Location) string {
 		return fmt.Sprintf("member of %d bytes at %d in %s is over %d", l.Length, l.Offset, l.Segment, MaxMemberBytes)
 	}
 	return ""
-}
-
-// validSegment reports whether name can be a segment's base name: letters,
-// digits, '.', '_', '+' and '-', not starting with '.', ending in
-// ".warc.gz". No separator, no "..", nothing a file system reads specially.
-// It is package archive's rule.
-func validSegment(name string) bool {
-	const suffix = ".warc.gz"
-	if len(name) <= len(suffix) || len(name) > 255 || name[0] == '.' || !strings.HasSuffix(name, suffix) {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '+', c == '-':
-		case c == '.':
-			if i > 0 && name[i-1] == '.' {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 func checkPeerID(id string) error {

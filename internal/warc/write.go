@@ -295,3 +295,27 @@ func (w *Writer) encodeAll(recs []*Record, own []bool) ([][]byte, error) {
 	}
 	return members, nil
 }
+
+// ValidSegmentName reports whether name can be a segment's base name, as
+// another node may ask for one: letters, digits, '.', '_', '+' and '-',
+// not starting with '.', ending in ".warc.gz". No separator, no "..",
+// nothing a file system reads specially.
+func ValidSegmentName(name string) bool {
+	const suffix = ".warc.gz"
+	if len(name) <= len(suffix) || len(name) > 255 || name[0] == '.' || !strings.HasSuffix(name, suffix) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '+', c == '-':
+		case c == '.':
+			if i > 0 && name[i-1] == '.' {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
