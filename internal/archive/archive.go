@@ -83,8 +83,8 @@ func (l *Local) Record(_ context.Context, c index.Capture) (*warc.Record, error)
 // Member returns the gzip member holding a capture's record, as written,
 // after checking that it reads back as the capture's record.
 func (l *Local) Member(c index.Capture) ([]byte, error) {
-	if _, err := l.Record(context.Background(), c); err != nil {
-		return nil, err
+	if c.Length <= 0 || c.Offset < 0 {
+		return nil, fmt.Errorf("archive: record of %.200q: no location", c.URLKey)
 	}
 	f, err := os.Open(filepath.Join(l.dir, filepath.Base(c.Segment)))
 	if err != nil {
@@ -94,6 +94,9 @@ func (l *Local) Member(c index.Capture) ([]byte, error) {
 	b := make([]byte, c.Length)
 	if _, err := f.ReadAt(b, c.Offset); err != nil {
 		return nil, fmt.Errorf("archive: %s at %d: %w", c.Segment, c.Offset, err)
+	}
+	if _, err := parseMember(b, c); err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
 	}
 	return b, nil
 }

@@ -308,31 +308,45 @@ func (n *Network) fetch(ctx context.Context, c index.Capture) ([]byte, *warc.Rec
 	if err != nil {
 		return nil, nil, n.failed(ctx, node.ID, err)
 	}
+	rec, err := parseMember(raw, c)
+	if errors.Is(err, warc.ErrDigestMismatch) {
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, node.ID, err)
+	}
+	if err != nil {
+		return nil, nil, n.failed(ctx, node.ID, err)
+	}
+	return raw, rec, nil
+}
+
+// parseMember checks that raw is the gzip member of capture c — exactly
+// c.Length bytes holding one record whose block digest verifies and whose
+// ID is c's — and returns its record.
+func parseMember(raw []byte, c index.Capture) (*warc.Record, error) {
 	switch {
-	case int64(len(raw)) > c.Length:
-		return nil, nil, n.failed(ctx, node.ID, fmt.Errorf("record answer longer than %d bytes", c.Length))
+	case int64(len(raw)) != c.Length:
+		return nil, fmt.Errorf("record of %d bytes, want %d", len(raw), c.Length)
 	case len(raw) < 2 || raw[0] != 0x1f || raw[1] != 0x8b:
-		return nil, nil, n.failed(ctx, node.ID, errors.New("record answer is not a gzip member"))
+		return nil, errors.New("record is not a gzip member")
 	}
 	rd, err := warc.NewReader(bytes.NewReader(raw))
 	if err != nil {
-		return nil, nil, n.failed(ctx, node.ID, err)
+		return nil, err
 	}
 	rec, loc, err := rd.Next()
 	if err != nil {
-		return nil, nil, n.failed(ctx, node.ID, err)
+		return nil, err
 	}
 	if loc.Length != c.Length {
-		return nil, nil, n.failed(ctx, node.ID, fmt.Errorf("record answer is not one record in one gzip member of %d bytes", c.Length))
+		return nil, fmt.Errorf("not one record in one gzip member of %d bytes", c.Length)
 	}
 	where := fmt.Sprintf("%s at offset %d", c.Segment, c.Offset)
 	if err := warc.VerifyBlock(rec); err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %w: %s", ErrUnavailable, node.ID, err, where)
+		return nil, fmt.Errorf("%w: %s", err, where)
 	}
 	if c.RecordID != "" && rec.ID() != c.RecordID {
-		return nil, nil, n.failed(ctx, node.ID, fmt.Errorf("%s holds record %.100s, not %s", where, rec.ID(), c.RecordID))
+		return nil, fmt.Errorf("%s holds record %.100s, not %s", where, rec.ID(), c.RecordID)
 	}
-	return raw, rec, nil
+	return rec, nil
 }
 
 // CapturesOn calls fn for each capture of urlKey that the node with this

@@ -281,7 +281,7 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 		// Not a capture: known by its record ID alone.
 		var key []byte
 		if id := rec.ID(); id != "" {
-			key = recordIDKey(importedPrefix, id)
+			key = index.RecordKey(importedPrefix, id)
 			if g.rids[string(key)] {
 				im.stats.Duplicates++
 				return nil

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 
@@ -109,7 +108,7 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 			members = append(members, cp.Member)
 			entries = append(entries, entry{i, cp.Capture})
 			if cp.Capture == nil {
-				if err := b.Set(recordIDKey(copiedPrefix, id), nil, nil); err != nil {
+				if err := b.Set(index.RecordKey(copiedPrefix, id), nil, nil); err != nil {
 					return nil, fmt.Errorf("crawl: %w", err)
 				}
 			}
@@ -156,7 +155,7 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 // leave.
 func haveRecord(b *pebble.Batch, id string, cp *index.Capture) (bool, error) {
 	if cp == nil {
-		_, closer, err := b.Get(recordIDKey(copiedPrefix, id))
+		_, closer, err := b.Get(index.RecordKey(copiedPrefix, id))
 		if err == nil {
 			closer.Close()
 			return true, nil
@@ -167,11 +166,4 @@ func haveRecord(b *pebble.Batch, id string, cp *index.Capture) (bool, error) {
 		return false, fmt.Errorf("crawl: %w", err)
 	}
 	return index.HasRecord(b, cp.URLKey, cp.Time, id)
-}
-
-// recordIDKey is the key under prefix that marks the record with this ID
-// as archived.
-func recordIDKey(prefix, id string) []byte {
-	sum := sha256.Sum256([]byte(id))
-	return append([]byte(prefix), sum[:16]...)
 }

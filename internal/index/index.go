@@ -19,6 +19,7 @@ package index
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -282,6 +283,14 @@ func Delete(b *pebble.Batch, c Capture) error {
 		return fmt.Errorf("index: %w", err)
 	}
 	return nil
+}
+
+// RecordKey is the key under prefix that marks the record with this ID:
+// prefix + the first 16 bytes of the SHA-256 of the ID. Records the index
+// does not cover (requests, metadata) are known by such marks.
+func RecordKey(prefix, recordID string) []byte {
+	sum := sha256.Sum256([]byte(recordID))
+	return append([]byte(prefix), sum[:16]...)
 }
 
 // HasRecord reports whether r, the database or an indexed batch, holds

@@ -9,13 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/waggle-archive/waggle/internal/index"
-	"github.com/waggle-archive/waggle/internal/replicate"
 	"github.com/waggle-archive/waggle/internal/ring"
 	"github.com/waggle-archive/waggle/internal/urlkey"
-	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 // drainState is a node leaving its network for good (waggle node leave).
@@ -36,9 +32,6 @@ func (n *Node) ownerWhileDraining(site string) string {
 	}
 	return ""
 }
-
-// drainBatch bounds the captures handed over per commit.
-const drainBatch = 1000
 
 // Leave hands this node's part of the network over and stops it: every
 // capture it holds is pushed to the nodes that hold its site once this
@@ -66,33 +59,19 @@ func (n *Node) Leave(ctx context.Context) error {
 	before := n.members.Ring()
 	n.log.Info("node: leaving the network: handing captures over", "members_after", len(others))
 
-	// 1. Copies to the new holders, in the crawler's commit order.
-	var batch []index.Capture
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
-			for _, c := range batch {
-				if err := n.handOver(b, before, rg, c); err != nil {
-					return err
-				}
+	// 1. Copies to the new holders: those that will hold a site without
+	// this node and do not hold it now.
+	_, err = n.pushLocal(ctx, func(c index.Capture) []string {
+		site := urlkey.SiteOfKey(c.URLKey)
+		current := before.Replicas(site, n.cfg.Replicas)
+		var to []string
+		for _, m := range rg.Replicas(site, n.cfg.Replicas) {
+			if !slices.ContainsFunc(current, func(x ring.Member) bool { return x.ID == m.ID }) {
+				to = append(to, m.ID)
 			}
-			return nil
-		})
-		batch = batch[:0]
-		return err
-	}
-	err = n.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
-		batch = append(batch, c)
-		if len(batch) == drainBatch {
-			return true, flush()
 		}
-		return true, nil
-	})
-	if err == nil {
-		err = flush()
-	}
+		return to
+	}, nil)
 	if err != nil {
 		return fmt.Errorf("node: handing captures over: %w", err)
 	}
@@ -129,23 +108,6 @@ func (n *Node) Leave(ctx context.Context) error {
 		stop()
 	}
 	return nil
-}
-
-// handOver stages the copy of c to the nodes that hold its site once this
-// node is gone and do not hold it now.
-func (n *Node) handOver(b *pebble.Batch, now, after *ring.Ring, c index.Capture) error {
-	site := urlkey.SiteOfKey(c.URLKey)
-	current := now.Replicas(site, n.cfg.Replicas)
-	var to []string
-	for _, m := range after.Replicas(site, n.cfg.Replicas) {
-		if !slices.ContainsFunc(current, func(x ring.Member) bool { return x.ID == m.ID }) {
-			to = append(to, m.ID)
-		}
-	}
-	if len(to) == 0 {
-		return nil
-	}
-	return n.push.Add(b, to, replicate.Entry{Capture: c, Records: []warc.Location{{Segment: c.Segment, Offset: c.Offset, Length: c.Length}}})
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

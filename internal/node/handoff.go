@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"sync/atomic"
 
@@ -19,8 +18,59 @@ import (
 // pushed under: + the SHA-256 of the record ID.
 const handoffPrefix = "k/handoff/"
 
-// handoffBatch bounds the captures staged per commit.
-const handoffBatch = 1000
+// pushBatch bounds the captures staged per commit by pushLocal.
+const pushBatch = 1000
+
+// pushLocal copies captures of this node's index to other nodes through the
+// replication queue, staged in the crawler's commit order a batch at a
+// time: targets gives the nodes a capture goes to (none: it stays), and
+// mark, if not nil, stages whatever must be recorded with the push in the
+// same batch. It returns the number of captures queued.
+func (n *Node) pushLocal(ctx context.Context, targets func(index.Capture) []string, mark func(*pebble.Batch, index.Capture) error) (int, error) {
+	type push struct {
+		c  index.Capture
+		to []string
+	}
+	var batch []push
+	pushed := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
+			for _, p := range batch {
+				entry := replicate.Entry{Capture: p.c, Records: []warc.Location{{Segment: p.c.Segment, Offset: p.c.Offset, Length: p.c.Length}}}
+				if err := n.push.Add(b, p.to, entry); err != nil {
+					return err
+				}
+				if mark != nil {
+					if err := mark(b, p.c); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			pushed += len(batch)
+		}
+		batch = batch[:0]
+		return err
+	}
+	err := n.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
+		if to := targets(c); len(to) > 0 {
+			batch = append(batch, push{c, to})
+		}
+		if len(batch) == pushBatch {
+			return true, flush()
+		}
+		return true, nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	return pushed, err
+}
 
 // handOff pushes the captures this node holds of sites it is not a replica
 // of — made while it owned a site that has since moved, or on the wrong
@@ -33,49 +83,20 @@ func (n *Node) handOff(ctx context.Context) error {
 		return nil // alone: there is nobody to hand over to
 	}
 	digest := binary.BigEndian.AppendUint64(nil, rg.Digest())
-	var batch []index.Capture
-	pushed := 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
-			for _, c := range batch {
-				to := n.otherReplicas(urlkey.SiteOfKey(c.URLKey))
-				if len(to) == 0 {
-					continue
-				}
-				if err := n.push.Add(b, to, replicate.Entry{Capture: c, Records: []warc.Location{{Segment: c.Segment, Offset: c.Offset, Length: c.Length}}}); err != nil {
-					return err
-				}
-				if err := b.Set(handoffKey(c.RecordID), digest, nil); err != nil {
-					return err
-				}
-				pushed++
-			}
-			return nil
-		})
-		batch = batch[:0]
-		return err
-	}
 	orphans := int64(0)
-	err := n.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
-		if n.holds(n.ID(), urlkey.SiteOfKey(c.URLKey)) {
-			return true, nil
+	pushed, err := n.pushLocal(ctx, func(c index.Capture) []string {
+		site := urlkey.SiteOfKey(c.URLKey)
+		if n.holds(n.ID(), site) {
+			return nil
 		}
 		orphans++
 		if n.handedOff(c.RecordID, digest) {
-			return true, nil
+			return nil
 		}
-		batch = append(batch, c)
-		if len(batch) == handoffBatch {
-			return true, flush()
-		}
-		return true, nil
+		return n.otherReplicas(site)
+	}, func(b *pebble.Batch, c index.Capture) error {
+		return b.Set(handoffKey(c.RecordID), digest, nil)
 	})
-	if err == nil {
-		err = flush()
-	}
 	n.orphans.Store(orphans)
 	if pushed > 0 {
 		n.handedOver.Add(int64(pushed))
@@ -84,10 +105,7 @@ func (n *Node) handOff(ctx context.Context) error {
 	return err
 }
 
-func handoffKey(recordID string) []byte {
-	sum := sha256.Sum256([]byte(recordID))
-	return append([]byte(handoffPrefix), sum[:16]...)
-}
+func handoffKey(recordID string) []byte { return index.RecordKey(handoffPrefix, recordID) }
 
 // handedOff reports whether the capture was pushed under the ring digest.
 func (n *Node) handedOff(recordID string, digest []byte) bool {
