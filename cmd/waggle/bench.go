@@ -15,7 +15,7 @@ import (
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: waggle bench crawl|replay|cluster|churn [flags]")
+		fmt.Fprintln(stderr, "usage: waggle bench crawl|replay|cluster|churn|recrawl [flags]")
 		return errUsage
 	}
 	switch args[0] {
@@ -27,6 +27,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return benchCluster(ctx, args[1:], stdout, stderr)
 	case "churn":
 		return benchChurn(ctx, args[1:], stdout, stderr)
+	case "recrawl":
+		return benchRecrawl(ctx, args[1:], stdout, stderr)
 	case "fetchloop":
 		return benchFetchLoop(ctx, args[1:], stdout, stderr)
 	}
@@ -152,4 +154,22 @@ func benchChurn(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer os.RemoveAll(opts.Dir)
 	return bench.Churn(ctx, opts, stdout)
+}
+
+func benchRecrawl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench recrawl", "[flags]", stderr)
+	var opts bench.RecrawlOptions
+	websimFlags(fs, &opts.Web)
+	fs.IntVar(&opts.Workers, "workers", 16, "fetch workers")
+	fs.IntVar(&opts.HostPages, "max-host-pages", 300, "trap limit: URLs per host")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var err error
+	if opts.Dir, err = os.MkdirTemp("", "waggle-bench-recrawl-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(opts.Dir)
+	_, err = bench.Recrawl(ctx, opts, stdout)
+	return err
 }

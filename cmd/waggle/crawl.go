@@ -14,7 +14,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/replay"
+	"github.com/waggle-archive/waggle/internal/schedule"
 )
 
 // crawlFlags registers the crawl flags on fs; the node command shares them.
@@ -36,6 +38,16 @@ func crawlFlags(fs *flag.FlagSet, cfg *crawl.Config) (scope *string, delay *stri
 	fs.Int64Var(&cfg.MaxBodySize, "max-body-size", 50<<20, "archive at most this many body bytes per response (the rest is cut and marked WARC-Truncated)")
 	fs.Int64Var(&cfg.SegmentSize, "segment-size", 1<<30, "start a new WARC file past this size")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "whole-request timeout")
+	var rules []recrawl.Rule
+	fs.Func("revisit", "re-crawl schedule `[URL-PREFIX=]INTERVAL[,MIN,MAX]`, repeatable: URLs under the prefix (every URL without one) are revisited after INTERVAL at first, then adaptively within MIN..MAX (default: 24h,1h,720h; with INTERVAL alone, a 24th of it and 30 times it)", func(v string) error {
+		r, err := recrawl.ParseRule(v)
+		if err != nil {
+			return err
+		}
+		rules = append(rules, r)
+		cfg.Schedules = recrawl.NewRules(schedule.DefaultPolicy(), rules...)
+		return nil
+	})
 	return scope, delay
 }
 
@@ -64,6 +76,8 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	verbose := fs.Bool("v", false, "log every fetch problem (to stderr)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the crawl to this file (go tool pprof reads it)")
 	httpAddr := fs.String("http", "", "also serve the archive's replay on this address while crawling (as waggle serve does)")
+	fs.BoolVar(&cfg.Recrawl, "recrawl", false, "also revisit the archive's URLs that are due (see --revisit): conditional GETs, revisit records for unchanged pages")
+	fs.BoolVar(&cfg.RecrawlAll, "recrawl-all", false, "revisit every URL in the archive now, due or not")
 	seeds, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -156,8 +170,12 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 }
 
 func progressLine(s crawl.Stats) string {
-	return fmt.Sprintf("pages %d (+%d new)  %s  %.1f pages/s  queue %d  hosts %d  errors %d  robots-blocked %d  %s",
-		s.Captures, s.New, humanBytes(s.Bytes), s.PerSec, s.Queued, s.Hosts, s.Errors, s.Robots, s.Elapsed.Round(time.Second))
+	line := fmt.Sprintf("pages %d (+%d new)  %s fetched  %s stored  %.1f pages/s  queue %d  hosts %d  errors %d  robots-blocked %d",
+		s.Captures, s.New, humanBytes(s.Bytes), humanBytes(s.Stored), s.PerSec, s.Queued, s.Hosts, s.Errors, s.Robots)
+	if r := s.NotModified + s.Unchanged + s.Duplicates; r > 0 {
+		line += fmt.Sprintf("  revisits %d (not-modified %d, unchanged %d, duplicate %d)", r, s.NotModified, s.Unchanged, s.Duplicates)
+	}
+	return line + "  " + s.Elapsed.Round(time.Second).String()
 }
 
 func summaryJSON(s crawl.Stats, data string) map[string]any {
@@ -172,6 +190,13 @@ func summaryJSON(s crawl.Stats, data string) map[string]any {
 		"hosts":            s.Hosts,
 		"elapsed_seconds":  s.Elapsed.Seconds(),
 		"pages_per_second": s.PerSec,
+		"stored_bytes":     s.Stored,
+		"revisits_queued":  s.RevisitsQueued,
+		"revisits": map[string]int64{
+			"not_modified": s.NotModified,
+			"unchanged":    s.Unchanged,
+			"duplicate":    s.Duplicates,
+		},
 	}
 }
 

@@ -203,3 +203,56 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("export of a missing archive: exit %d, %q", code, errs.String())
 	}
 }
+
+// TestRecrawlCommand: `waggle crawl --recrawl-all` on an archive revisits
+// every URL with conditional GETs, and `--recrawl` on an archive imported
+// from a WACZ (which has no schedule yet) revisits what the index holds.
+func TestRecrawlCommand(t *testing.T) {
+	web := websim.New(websim.Config{Seed: 4, Hosts: 6, Pages: 60})
+	sim, err := websim.Start("127.0.0.1:0", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	flags := []string{"--proxy", sim.URL(), "--allow-private", "--delay", "0", "--max-crawl-delay", "1ms", "--scope", "any", "--max-host-pages", "100", "--json"}
+	crawl := func(dir string, args ...string) map[string]any {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		args = append(append([]string{"crawl", "--data", dir}, flags...), args...)
+		if code := run(context.Background(), args, &out, &errOut); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
+		}
+		var s map[string]any
+		if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+			t.Fatalf("summary %q: %v", out.String(), err)
+		}
+		return s
+	}
+	first := crawl(data, web.Seeds()...)
+	again := crawl(data, "--recrawl-all")
+	revisits := again["revisits"].(map[string]any)
+	t.Logf("first crawl: %v captures, %v B fetched, %v B stored; re-crawl: %v captures, %v B fetched, %v B stored, revisits %v",
+		first["new"], first["bytes"], first["stored_bytes"], again["new"], again["bytes"], again["stored_bytes"], revisits)
+	if again["revisits_queued"].(float64) == 0 || revisits["not_modified"].(float64) == 0 {
+		t.Errorf("the re-crawl queued %v URLs, %v answered 304", again["revisits_queued"], revisits["not_modified"])
+	}
+	if again["bytes"].(float64) >= first["bytes"].(float64)/2 {
+		t.Errorf("the re-crawl fetched %v bytes, the first crawl %v", again["bytes"], first["bytes"])
+	}
+
+	wacz := filepath.Join(t.TempDir(), "all.wacz")
+	imported := filepath.Join(t.TempDir(), "imported")
+	for _, args := range [][]string{{"export", "wacz", "--data", data, "--out", wacz}, {"import", "--data", imported, wacz}} {
+		if code := run(context.Background(), args, io.Discard, io.Discard); code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+	}
+	fromImport := crawl(imported, "--recrawl")
+	if q := fromImport["revisits_queued"].(float64); q == 0 || q > again["revisits_queued"].(float64)*2 {
+		t.Errorf("a re-crawl of the imported archive queued %v URLs (the archive's own re-crawl %v)", q, again["revisits_queued"])
+	}
+	if r := fromImport["revisits"].(map[string]any); r["unchanged"].(float64) == 0 {
+		t.Errorf("the imported archive's re-crawl found no unchanged page: %v", r)
+	}
+}

@@ -14,6 +14,7 @@ func websimFlags(fs *flag.FlagSet, cfg *websim.Config) {
 	fs.IntVar(&cfg.Hosts, "hosts", 300, "number of hosts")
 	fs.IntVar(&cfg.Pages, "pages", 6000, "number of HTML pages over all hosts")
 	fs.IntVar(&cfg.Version, "version", 0, "content version: each step changes about 1% of the pages")
+	fs.IntVar(&cfg.TextKB, "text-kb", 0, "add about this many KiB of article text to every HTML page (0: short pages)")
 }
 
 func runWebsim(ctx context.Context, args []string, stdout, stderr io.Writer) error {

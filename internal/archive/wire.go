@@ -29,7 +29,8 @@ import (
 // travels once), the time as a varint of Unix nanoseconds (what the index
 // stores), then URL, Type, MIME, Digest, Segment, RecordID and Redirect,
 // each a uvarint length and bytes, then Status, Offset and Length as
-// varints. Node is not sent: the receiver knows whom it asked.
+// varints, and last the SimHash as 8 bytes big-endian when it is not 0.
+// Node is not sent: the receiver knows whom it asked.
 const (
 	streamContentType = "application/x-waggle-captures"
 
@@ -81,6 +82,9 @@ func (e *captureEncoder) capture(c index.Capture) error {
 	b = binary.AppendVarint(b, int64(c.Status))
 	b = binary.AppendVarint(b, c.Offset)
 	b = binary.AppendVarint(b, c.Length)
+	if c.SimHash != 0 {
+		b = binary.BigEndian.AppendUint64(b, c.SimHash)
+	}
 	e.buf = b
 	if len(b) > maxFrame {
 		return fmt.Errorf("%w: capture of %.200q at %s is %d bytes encoded, over the limit of %d",
@@ -264,6 +268,10 @@ func (d *captureDecoder) decode(b []byte) (index.Capture, error) {
 	status := f.varint()
 	c.Offset = f.varint()
 	c.Length = f.varint()
+	if len(f.buf) == 8 {
+		c.SimHash = binary.BigEndian.Uint64(f.buf)
+		f.buf = nil
+	}
 	switch {
 	case f.bad:
 		return index.Capture{}, fmt.Errorf("%w: truncated capture", errStream)

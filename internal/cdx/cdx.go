@@ -1,5 +1,6 @@
 // Package cdx is the CDX server API of a node: pywb's query parameters (url,
-// matchType and wildcards, from, to, limit, sort, closest, filter, fl, output)
+// matchType and wildcards, from, to, limit, sort, closest, filter, collapse,
+// fl, output)
 // answered from the capture index, streamed so that a query matching millions
 // of captures needs no more memory than one matching a single capture.
 //
@@ -52,6 +53,11 @@ type Query struct {
 	Filters []Filter // a capture is returned when all match
 	Fields  []string // fl: fields to output, in order; nil: all
 	Output  string   // cdxj (default), json, link or text
+
+	// Collapse drops captures equal to the last one kept on a field (see
+	// Collapse); several are chained, in order. Limit counts the captures
+	// kept.
+	Collapse []Collapse
 
 	// LinkPrefix makes output=link point at replay: the memento URL is
 	// LinkPrefix + timestamp + "/" + URL. Empty, it is the original URL,
@@ -129,6 +135,20 @@ func ParseQuery(v url.Values) (Query, error) {
 		q.Filters = append(q.Filters, f)
 	}
 
+	for _, s := range v["collapse"] {
+		if s == "" {
+			continue // as fl=: an empty form field asks for nothing
+		}
+		if len(q.Collapse) == maxCollapses {
+			return Query{}, fmt.Errorf("cdx: more than %d collapse parameters", maxCollapses)
+		}
+		c, err := ParseCollapse(s)
+		if err != nil {
+			return Query{}, err
+		}
+		q.Collapse = append(q.Collapse, c)
+	}
+
 	fl := v.Get("fl")
 	if fl == "" {
 		fl = v.Get("fields") // pywb's other name for it
@@ -156,8 +176,11 @@ func ParseQuery(v url.Values) (Query, error) {
 			return Query{}, fmt.Errorf("cdx: %s is not supported", name)
 		}
 	}
+	// pywb's collapseTime=N keeps a row when the first N digits of its
+	// timestamp or its status differ from the last row's; refused rather
+	// than half-done, with the nearest parameter named.
 	if v.Get("collapseTime") != "" {
-		return Query{}, errors.New("cdx: collapseTime is not supported")
+		return Query{}, errors.New("cdx: collapseTime is not supported: use collapse=timestamp:N (which, unlike pywb's collapseTime, ignores the status)")
 	}
 	return q, nil
 }

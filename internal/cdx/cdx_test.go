@@ -91,10 +91,10 @@ func fixture(t testing.TB) *index.Index {
 		}
 		cs = append(cs, c)
 	}
-	add("http://example.com/", "20140101000000", nil)
-	add("https://www.example.com/", "20140615120000.500", nil)
-	add("http://example.com/", "20150301000000", func(c *index.Capture) { c.Type = "revisit" })
-	add("http://example.com/", "20160101000000", nil)
+	add("http://example.com/", "20140101000000", func(c *index.Capture) { c.SimHash = 0xf0f0 })
+	add("https://www.example.com/", "20140615120000.500", func(c *index.Capture) { c.SimHash = 0xf0f1 })
+	add("http://example.com/", "20150301000000", func(c *index.Capture) { c.Type, c.SimHash = "revisit", 0xf0f1 })
+	add("http://example.com/", "20160101000000", func(c *index.Capture) { c.SimHash = 0xfff0 })
 	add("http://example.com/a", "20140201000000", func(c *index.Capture) { c.Status = 404; c.MIME = "text/plain" })
 	add("http://example.com/a/b", "20140301000000", func(c *index.Capture) { c.MIME = "image/png" })
 	add("http://example.com/ab", "20140401000000", nil)
@@ -546,9 +546,9 @@ func TestOutputs(t *testing.T) {
 			t.Fatal(err)
 		}
 		cdxj := write(t, idx, parse(t, query))
-		cdxjFL := write(t, idx, parse(t, query+"&fl=urlkey,timestamp,url,mime,status,digest,length,offset,filename"))
+		cdxjFL := write(t, idx, parse(t, query+"&fl=urlkey,timestamp,url,mime,status,digest,length,offset,filename,simhash"))
 		jsonAll := write(t, idx, parse(t, query+"&output=json"))
-		jsonFL := write(t, idx, parse(t, query+"&output=json&fl=urlkey,timestamp,url,mime,status,digest,length,offset,filename"))
+		jsonFL := write(t, idx, parse(t, query+"&output=json&fl=urlkey,timestamp,url,mime,status,digest,length,offset,filename,simhash"))
 		if cdxj != export.String() || cdxjFL != cdxj || jsonAll != jsonFL {
 			t.Errorf("%s: outputs disagree:\nexport %s\ncdxj   %s\ncdxjfl %s\njson   %s\njsonfl %s", query, export.String(), cdxj, cdxjFL, jsonAll, jsonFL)
 		}
@@ -869,6 +869,9 @@ func FuzzParseQuery(f *testing.F) {
 		"url=example.com&filter==mime:text/html&filter=!=status:200&output=text", "url=com&matchType=domain",
 		"url=http://example.com/path?&matchType=prefix", "url=%zz", "url=example.com&from=99999999999999",
 		"url=example.com&closest=00010101000000", "url=[::1]/*", "url=1.2.3.4&matchType=domain",
+		"url=*.example.com&collapse=urlkey", "url=example.com&collapse=timestamp:4&sort=reverse&limit=2",
+		"url=example.com/*&collapse=simhash&collapse=digest:6&fl=simhash,url", "url=example.com&collapse=mime:0",
+		"url=example.com&collapse=simhash:3", "url=example.com&filter=~simhash:^0&closest=2015&collapse=status",
 	} {
 		f.Add(s)
 	}
@@ -898,6 +901,24 @@ func FuzzParseQuery(f *testing.F) {
 		var b bytes.Buffer
 		if err := q.Write(context.Background(), idx, &b); err != nil {
 			t.Fatalf("Write of a parsed query: %v", err)
+		}
+		// Collapsing only ever drops rows: what it keeps is a subsequence
+		// of the uncollapsed, unlimited result.
+		if len(q.Collapse) > 0 {
+			collapsed := run(t, idx, q)
+			all := q
+			all.Collapse, all.Limit = nil, 0
+			rest := run(t, idx, all)
+			for _, r := range collapsed {
+				i := slices.Index(rest, r)
+				if i < 0 {
+					t.Fatalf("collapsed %q is not a subsequence of %q", collapsed, run(t, idx, all))
+				}
+				rest = rest[i+1:]
+			}
+			if len(collapsed) == 0 && len(rest) > 0 {
+				t.Fatalf("collapse dropped every row of %q", rest)
+			}
 		}
 	})
 }

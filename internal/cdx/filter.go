@@ -21,10 +21,11 @@ const (
 	fLength
 	fOffset
 	fFilename
+	fSimHash // not a CDX field: the capture's SimHash (package simhash)
 	numFields
 )
 
-var fieldNames = [numFields]string{"urlkey", "timestamp", "url", "mime", "status", "digest", "length", "offset", "filename"}
+var fieldNames = [numFields]string{"urlkey", "timestamp", "url", "mime", "status", "digest", "length", "offset", "filename", "simhash"}
 
 // fieldAliases are pywb's other names for fields (CDXObject.CDX_ALT_FIELDS),
 // less "s", which pywb maps to length but the CDX legend to the status.
@@ -48,7 +49,8 @@ func fieldByName(name string) (int, bool) {
 // appendField appends the value of field id of c to dst and reports whether
 // the field is present. Presence and values are those of index.AppendCDXJ:
 // mime, status and digest are absent when unknown, a revisit's mime is
-// "warc/revisit".
+// "warc/revisit". The simhash is 16 lower-case hexadecimal digits, absent
+// when the capture has none (it is not an HTML page).
 func appendField(dst []byte, c *index.Capture, id int) ([]byte, bool) {
 	switch id {
 	case fURLKey:
@@ -75,8 +77,21 @@ func appendField(dst []byte, c *index.Capture, id int) ([]byte, bool) {
 		return strconv.AppendInt(dst, c.Offset, 10), true
 	case fFilename:
 		return append(dst, c.Segment...), true
+	case fSimHash:
+		if c.SimHash == 0 {
+			return dst, false
+		}
+		return appendHex16(dst, c.SimHash), true
 	}
 	return dst, false
+}
+
+// appendHex16 appends v as 16 lower-case hexadecimal digits.
+func appendHex16(dst []byte, v uint64) []byte {
+	for shift := 60; shift >= 0; shift -= 4 {
+		dst = append(dst, "0123456789abcdef"[v>>uint(shift)&15])
+	}
+	return dst
 }
 
 // Filter is one filter= parameter. The zero Filter matches every capture
@@ -106,7 +121,8 @@ const (
 //
 // Without "field:", the expression applies to the capture's whole CDXJ line.
 // Field names are those of fl, or pywb's aliases (original, statuscode,
-// mimetype, ...). Regular expressions use Go's RE2 syntax, which covers
+// mimetype, ...); simhash is the capture's SimHash in hexadecimal, empty
+// when it has none. Regular expressions use Go's RE2 syntax, which covers
 // Python's except backreferences and lookaround.
 func ParseFilter(s string) (Filter, error) {
 	f := Filter{src: s, field: -1}

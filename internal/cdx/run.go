@@ -35,8 +35,8 @@ func missing(src Source) bool {
 
 // Run streams the captures matching q to fn, in the query's order: key then
 // time, reversed with Reverse; by distance from Closest (older first on a
-// tie, as pywb) when Closest is set. It stops when fn returns false or an
-// error, or after Limit captures.
+// tie, as pywb) when Closest is set; Collapse drops captures in that order.
+// It stops when fn returns false or an error, or after Limit captures.
 //
 // Run holds O(1) captures in memory whatever the order: closest order is
 // a merge of two index scans going away from Closest in both directions.
@@ -74,10 +74,16 @@ func (q Query) run(ctx context.Context, src Source, fn func(index.Capture) (bool
 	}
 
 	var m matcher
+	col := newCollapser(q.Collapse)
 	n := 0
 	done := false
-	// emit passes a capture that matched to fn and counts it against Limit.
+	// emit passes a capture that matched, unless collapsed, to fn and
+	// counts it against Limit. Collapsing is here, after the ordering, so
+	// that it compares rows as they are output.
 	emit := func(c index.Capture) (bool, error) {
+		if col != nil && !col.keep(&c) {
+			return true, nil
+		}
 		more, err := fn(c)
 		n++
 		if err != nil || !more || (q.Limit > 0 && n >= q.Limit) {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/waggle-archive/waggle/internal/extract"
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
@@ -92,12 +94,18 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 	var recCount []int                         // records of each capture in caps
 	firstInGroup := map[string]index.Capture{} // payload digest → first capture of this group
 	var captures, bytes int64
+	now := time.Now()
 	for i := range group {
 		r := &group[i]
 		if r.resp != nil {
 			cp, rs, err := c.records(b, r, firstInGroup)
 			if err != nil {
 				return err
+			}
+			if r.hasLease {
+				if err := c.noteVisit(b, r, &cp, now); err != nil {
+					return err
+				}
 			}
 			caps = append(caps, pending{capture: cp, rec: len(recs)})
 			recCount = append(recCount, len(rs))
@@ -119,6 +127,17 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			}
 			if r.queueSeeds {
 				r.queue = append(r.queue, items...)
+			}
+		}
+		switch {
+		case !r.hasLease || r.resp != nil:
+		case r.outcome == "error" || r.outcome == "robots" || r.outcome == "recovered":
+			if err := c.noteVisit(b, r, nil, now); err != nil {
+				return err
+			}
+		case r.outcome == "forward" || r.outcome == "forbidden":
+			if err := c.rescheduleLease(b, r.lease, now); err != nil {
+				return err
 			}
 		}
 		switch {
@@ -154,6 +173,8 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 		}
 	}
 	ends := map[string]int64{}
+	var stored int64
+	var newPayloads []index.Capture
 	if len(recs) > 0 {
 		w, err := openWriter()
 		if err != nil {
@@ -168,6 +189,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 		}
 		for _, l := range locs {
 			ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
+			stored += l.Length
 		}
 		for k, p := range caps {
 			cp, loc := p.capture, locs[p.rec]
@@ -179,6 +201,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 				if err := index.PutDigest(b, cp); err != nil {
 					return err
 				}
+				newPayloads = append(newPayloads, cp)
 			}
 			if c.cfg.Replicator != nil {
 				if err := c.cfg.Replicator.Captured(b, cp, locs[p.rec:p.rec+recCount[k]]); err != nil {
@@ -187,7 +210,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			}
 		}
 	}
-	stored, err := c.stageCopies(b, openWriter, group, ends)
+	copied, err := c.stageCopies(b, openWriter, group, ends)
 	if err != nil {
 		return err
 	}
@@ -209,7 +232,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 	}
 	for i, r := range group {
 		if r.stored != nil {
-			r.stored <- stored[i]
+			r.stored <- copied[i]
 		}
 		if r.ack != nil {
 			r.ack <- nil
@@ -217,6 +240,10 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 	}
 	c.stats.captures.Add(captures)
 	c.stats.bytes.Add(bytes)
+	c.stats.stored.Add(stored)
+	if c.cfg.Dedup != nil && len(newPayloads) > 0 {
+		c.cfg.Dedup.Stored(newPayloads)
+	}
 	c.committed(len(group))
 	if c.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
 		for _, r := range group {
@@ -241,19 +268,42 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 	rec := r.record
 	digest := rec.Header.Get("WARC-Payload-Digest")
 	capType := warc.TypeResponse
-	// A payload already in the archive is stored once: later captures of it
-	// are revisit records that point at the first (identical-payload profile).
-	first, seen := firstInGroup[digest]
-	if !seen {
-		if first, seen, err = index.ByDigest(b, digest); err != nil {
-			return index.Capture{}, nil, err
+	mime := mediaType(resp.Header, nil)
+	if r.revisit == nil && payloadWorthDeduplicating(resp.Raw) && resp.Truncated == "" {
+		// A payload already in the archive is stored once: later captures of
+		// it are revisit records that point at the first (identical-payload
+		// profile). The worker looked before; this sees what was committed
+		// since, and earlier results of this group.
+		first, seen := firstInGroup[digest]
+		if !seen {
+			if first, seen, err = index.ByDigest(b, digest); err != nil {
+				return index.Capture{}, nil, err
+			}
+		}
+		if seen {
+			r.revisit = &revisitOf{profile: warc.ProfileIdenticalPayload, digest: digest,
+				ref: recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}}
 		}
 	}
-	if seen && payloadWorthDeduplicating(resp.Raw) {
+	if rv := r.revisit; rv != nil {
 		end := warc.HTTPHeaderEnd(resp.Raw)
-		rec = warc.NewRevisit(resp.URL, resp.Start, warc.ProfileIdenticalPayload, resp.Raw[:end], digest,
-			warc.RefersTo{ID: first.RecordID, URI: first.URL, Date: first.Time})
-		capType = warc.TypeRevisit
+		if end < 0 {
+			end = len(resp.Raw)
+		}
+		rec = warc.NewRevisit(resp.URL, resp.Start, rv.profile, resp.Raw[:end], rv.digest,
+			warc.RefersTo{ID: rv.ref.RecordID, URI: rv.ref.URL, Date: rv.ref.Time})
+		capType, digest = warc.TypeRevisit, rv.digest
+		if mime == "" {
+			mime = rv.mime
+		}
+		switch {
+		case rv.profile == warc.ProfileServerNotModified:
+			c.stats.notModified.Add(1)
+		case rv.ref.URL == resp.URL:
+			c.stats.unchanged.Add(1)
+		default:
+			c.stats.duplicates.Add(1)
+		}
 	}
 	if resp.IP != "" {
 		rec.Header.Set("WARC-IP-Address", resp.IP)
@@ -278,12 +328,13 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 		URL:      resp.URL,
 		Type:     capType,
 		Status:   resp.StatusCode,
-		MIME:     mediaType(resp.Header, nil),
+		MIME:     mime,
 		Digest:   digest,
 		RecordID: rec.ID(),
 		Redirect: resp.Location,
+		SimHash:  r.simhash,
 	}
-	if capType == warc.TypeResponse && !seen {
+	if capType == warc.TypeResponse {
 		firstInGroup[digest] = cp
 	}
 	return cp, recs, nil

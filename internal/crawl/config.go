@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 )
 
@@ -66,6 +67,20 @@ type Config struct {
 	// captures whose bytes the disk lost out of the index at Open (they are
 	// copied back) instead of refusing to open.
 	DropLost bool
+	// Schedules give each URL's re-crawl schedule (package recrawl); the
+	// zero value is daily, adapting within an hour and 30 days. Every
+	// visit records the URL's next due time, whether or not this run
+	// revisits anything.
+	Schedules recrawl.Rules
+	// Recrawl makes Run queue the archive's URLs that are due for a visit
+	// (all of them with RecrawlAll), and, with Continuous, keep queueing
+	// URLs as they fall due. A revisit is a conditional GET; an unchanged
+	// page becomes a revisit record, and only the new links of a changed
+	// page are followed.
+	Recrawl    bool
+	RecrawlAll bool
+	// Dedup, when set, widens the content-seen test to the network.
+	Dedup Dedup
 	// Continuous keeps Run going when the frontier is empty, waiting for
 	// URLs from Submit and Accept, until its context ends.
 	Continuous bool

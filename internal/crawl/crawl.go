@@ -200,6 +200,12 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 	commitErr := make(chan error, 1)
 	go func() { commitErr <- c.commitLoop() }()
 
+	// Revisits are queued before the workers start, which would otherwise
+	// find the frontier empty and stop.
+	if c.cfg.Recrawl || c.cfg.RecrawlAll {
+		c.queueRevisits(fetchCtx)
+	}
+
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
 		wg.Add(1)
@@ -231,6 +237,29 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 		err = ctx.Err()
 	}
 	return s, err
+}
+
+// queueRevisits queues the URLs due for a visit (all of them with
+// RecrawlAll) and, in a continuous crawl, starts queueing URLs as they
+// fall due.
+func (c *Crawler) queueRevisits(ctx context.Context) {
+	if n, err := c.scheduleFromIndex(ctx); err != nil {
+		c.cfg.Logger.Warn("re-crawl: cannot schedule the archive's URLs", "err", err)
+	} else if n > 0 {
+		c.cfg.Logger.Info("re-crawl: scheduled the archive's URLs", "urls", n)
+	}
+	before := time.Now()
+	if c.cfg.RecrawlAll {
+		before = time.Unix(1<<40, 0)
+	}
+	if n, err := c.queueDue(ctx, before); err != nil {
+		c.cfg.Logger.Warn("re-crawl: cannot queue due URLs", "err", err)
+	} else {
+		c.cfg.Logger.Info("re-crawl: queued URLs due for a visit", "urls", n)
+	}
+	if c.cfg.Continuous {
+		go c.pumpDue(ctx)
+	}
 }
 
 // Stats returns the crawl's counters so far.

@@ -21,7 +21,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/simhash"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/wacz"
 	"github.com/waggle-archive/waggle/internal/warc"
@@ -579,6 +581,7 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 		}
 		cp.Status, cp.MIME = status, mediaType(h, nil)
 		cp.Redirect = redirectOf(uri, status, h)
+		cp.SimHash = pageSimHash(status, h, rec.Block)
 		if digest == "" {
 			payload, _, err := warc.HTTPPayload(rec.Block)
 			if err != nil {
@@ -596,6 +599,28 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 	cp.Digest = digest
 	return cp, ""
 }
+
+// pageSimHash is the SimHash of the text of an archived HTML page (see
+// package simhash), 0 for anything else: the block of a response record,
+// whose status and header are given.
+func pageSimHash(status int, h http.Header, block []byte) uint64 {
+	if status != http.StatusOK || mediaType(h, nil) != "text/html" {
+		return 0
+	}
+	payload, _, err := warc.HTTPPayload(block)
+	if err != nil {
+		return 0
+	}
+	body, err := fetch.DecodeContent(payload, h.Get("Content-Encoding"), maxSimHashInput)
+	if err != nil && len(body) == 0 {
+		return 0
+	}
+	return simhash.OfHTML(body)
+}
+
+// maxSimHashInput bounds the decoded page a SimHash is computed over; the
+// simhash package reads no more than this anyway.
+const maxSimHashInput = 16 << 20
 
 // parseHTTPHead parses the status line and header of a raw HTTP response.
 func parseHTTPHead(block []byte) (int, http.Header, bool) {

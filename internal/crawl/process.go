@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -13,6 +14,9 @@ import (
 	"github.com/waggle-archive/waggle/internal/extract"
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/frontier"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/simhash"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
@@ -36,6 +40,8 @@ type result struct {
 	copies     []Copy                    // records from other nodes (Store)
 	copyIDs    []string                  // their record IDs
 	stored     chan<- int                // told how many copies were new (Store)
+	revisit    *revisitOf                // the capture is a revisit of this record
+	simhash    uint64                    // of an HTML page's text
 }
 
 // process fetches one leased URL and extracts its links.
@@ -70,7 +76,12 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 			return r
 		}
 	}
-	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL})
+	prev, err := c.lastVisit(l.URL)
+	if err != nil {
+		log.Error("re-crawl entry unreadable; fetching in full", "err", err)
+	}
+	cond := conditional(prev)
+	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL, Header: cond})
 	if err != nil {
 		if ctx.Err() != nil {
 			r.outcome = "cancelled"
@@ -97,9 +108,59 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 	if resp.Truncated != "" {
 		log.Warn("response truncated", "why", resp.Truncated, "bytes", len(resp.Raw))
 	}
+	digest := r.record.Header.Get("WARC-Payload-Digest")
+	if r.revisit = unchanged(prev, resp, digest, cond != nil); r.revisit != nil {
+		// The page is as it was: nothing new to store or to follow.
+		r.simhash = r.revisit.simhash
+		return r
+	}
+	if mediaType(resp.Header, resp.Body) == "text/html" && resp.StatusCode == http.StatusOK {
+		r.simhash = simhash.OfHTML(resp.Body)
+	}
+	r.revisit = c.seenElsewhere(ctx, digest, resp)
 	r.outlinks = c.extract(resp, log.Warn)
 	r.queue = c.follow(l.Item, resp, r.outlinks)
+	if prev != nil && prev.Captured() {
+		// A changed page: its links that were there before were routed then.
+		r.queue = slices.DeleteFunc(r.queue, func(it frontier.Item) bool { return prev.HasLink(recrawl.LinkHash(it.URL)) })
+	}
 	return r
+}
+
+// lastVisit returns what is remembered of the last visit of u, or nil.
+func (c *Crawler) lastVisit(u string) (*recrawl.Entry, error) {
+	e, ok, err := recrawl.Get(c.db, u)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// seenElsewhere returns the record to point at when a payload new to this
+// URL is archived already: by this node (its digest index), or, with a
+// Dedup, anywhere in the network.
+func (c *Crawler) seenElsewhere(ctx context.Context, digest string, resp *fetch.Response) *revisitOf {
+	if digest == "" || resp.Truncated != "" || !payloadWorthDeduplicating(resp.Raw) {
+		return nil
+	}
+	rv := &revisitOf{profile: warc.ProfileIdenticalPayload, digest: digest}
+	if first, ok, err := index.ByDigest(c.db, digest); err == nil && ok {
+		rv.ref = recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}
+		return rv
+	}
+	if c.cfg.Dedup == nil {
+		return nil
+	}
+	ref, ok, err := c.cfg.Dedup.Lookup(ctx, digest)
+	if err != nil {
+		c.cfg.Logger.Debug("content-seen test unavailable; storing the payload", "url", resp.URL, "err", err)
+		return nil
+	}
+	if !ok || ref.RecordID == "" {
+		return nil
+	}
+	rv.ref = ref
+	return rv
 }
 
 // extract finds the links of a response: its redirect target, and the links

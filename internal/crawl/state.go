@@ -210,10 +210,20 @@ type Stats struct {
 	// Recovered counts URLs not fetched because another node had archived
 	// them (Config.Recover).
 	Recovered int64
-	Queued    int           // URLs waiting in the frontier
-	Hosts     int           // hosts known to the frontier
-	Elapsed   time.Duration // since Run started
-	PerSec    float64
+	// Revisit records written by this run, by why the payload was not
+	// stored again: the server answered 304 Not Modified (NotModified),
+	// the URL's payload had not changed (Unchanged), or another URL's
+	// identical payload was archived already (Duplicates).
+	NotModified, Unchanged, Duplicates int64
+	// Stored counts the WARC bytes this run wrote for its captures.
+	Stored int64
+	// RevisitsQueued counts URLs this run queued again because they were
+	// due for a visit.
+	RevisitsQueued int64
+	Queued         int           // URLs waiting in the frontier
+	Hosts          int           // hosts known to the frontier
+	Elapsed        time.Duration // since Run started
+	PerSec         float64
 }
 
 // counters are the live, concurrently updated form of Stats.
@@ -223,6 +233,11 @@ type counters struct {
 	captures, bytes atomic.Int64
 	errors, robots  atomic.Int64
 	recovered       atomic.Int64
+	notModified     atomic.Int64
+	unchanged       atomic.Int64
+	duplicates      atomic.Int64
+	stored          atomic.Int64
+	revisitsQueued  atomic.Int64
 }
 
 func (c *counters) restore(st state) { c.base = st }
@@ -239,6 +254,12 @@ func (c *counters) snapshot() Stats {
 		Errors:    c.errors.Load(),
 		Robots:    c.robots.Load(),
 		Recovered: c.recovered.Load(),
+
+		NotModified:    c.notModified.Load(),
+		Unchanged:      c.unchanged.Load(),
+		Duplicates:     c.duplicates.Load(),
+		Stored:         c.stored.Load(),
+		RevisitsQueued: c.revisitsQueued.Load(),
 	}
 	s.Captures = c.base.Captures + s.New
 	if !c.start.IsZero() {

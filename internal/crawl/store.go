@@ -54,6 +54,11 @@ func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 			return 0, fmt.Errorf("crawl: copy %d is record %s, but its capture names %s", i, id, cp.Capture.RecordID)
 		}
 		ids[i] = id
+		if c := cp.Capture; c != nil && c.Type == warc.TypeResponse && c.MIME == "text/html" && c.Status == 200 {
+			// Derived from the payload here, as the owner did: a SimHash
+			// is not taken on a peer's word.
+			c.SimHash = memberSimHash(cp.Member)
+		}
 	}
 	done := make(chan int, 1)
 	err := c.send(ctx, result{copies: copies, copyIDs: ids, stored: done})
@@ -61,6 +66,24 @@ func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 		return 0, err
 	}
 	return <-done, nil
+}
+
+// memberSimHash is the SimHash of the HTML page in a response record's
+// gzip member, 0 when it holds none.
+func memberSimHash(member []byte) uint64 {
+	r, err := warc.NewReader(bytes.NewReader(member))
+	if err != nil {
+		return 0
+	}
+	rec, _, err := r.Next()
+	if err != nil || rec.Type() != warc.TypeResponse {
+		return 0
+	}
+	status, h, ok := parseHTTPHead(rec.Block)
+	if !ok {
+		return 0
+	}
+	return pageSimHash(status, h, rec.Block)
 }
 
 // memberRecordID reads the WARC-Record-ID of the record in a gzip member.
@@ -134,6 +157,12 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 		}
 		cp := *e.cp
 		cp.Segment, cp.Offset, cp.Length, cp.Node = l.Segment, l.Offset, l.Length, ""
+		if cp.Type == warc.TypeRevisit {
+			cp.SimHash = 0 // of its original, if this node holds it
+			if first, ok, err := index.ByDigest(b, cp.Digest); err == nil && ok {
+				cp.SimHash = first.SimHash
+			}
+		}
 		if err := index.Put(b, cp); err != nil {
 			return nil, err
 		}

@@ -300,6 +300,30 @@ func (f *Frontier) Add(b *pebble.Batch, items []Item) (int, error) {
 	return added, nil
 }
 
+// Requeue stages into b items to visit again: URLs queued and fetched
+// before, which the seen test and the page limit would refuse.
+func (f *Frontier) Requeue(b *pebble.Batch, items []Item) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, it := range items {
+		if it.Host == "" {
+			f.stats.Dropped["no-host"]++
+			continue
+		}
+		f.seq++
+		key := queueKey(it.Host, it.Depth, f.seq)
+		val := encodeItem(it)
+		if err := errors.Join(
+			b.Set(key, val, nil),
+			b.Set([]byte("f/n"), binary.BigEndian.AppendUint64(nil, f.seq), nil),
+		); err != nil {
+			return fmt.Errorf("frontier: %w", err)
+		}
+		f.stagedAdds = append(f.stagedAdds, staged{host: it.Host, key: key, val: val})
+	}
+	return nil
+}
+
 // reject gives the trap rule an item breaks, or "".
 func (f *Frontier) reject(it Item) string {
 	switch {

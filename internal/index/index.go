@@ -50,6 +50,10 @@ type Capture struct {
 	Length   int64     // length of the gzip member
 	RecordID string    // WARC-Record-ID, for WARC-Refers-To of later revisits
 	Redirect string    // Location of a 3xx response, resolved
+	// SimHash is the 64-bit SimHash of an HTML page's visible text
+	// (package simhash), 0 for other captures; a revisit has its
+	// original's.
+	SimHash uint64
 
 	// Node is the ID of the network node a capture was read from, set by a
 	// network archive (package archive); empty for this node's own. It is
@@ -209,6 +213,7 @@ type cdxjFields struct {
 	Length   string `json:"length"`
 	Offset   string `json:"offset"`
 	Filename string `json:"filename"`
+	SimHash  string `json:"simhash,omitempty"` // 16 hex digits, for HTML pages
 }
 
 // AppendCDXJ appends c's CDXJ line, newline included, to dst.
@@ -227,6 +232,9 @@ func AppendCDXJ(dst []byte, c Capture) []byte {
 	}
 	if c.Status != 0 {
 		f.Status = strconv.Itoa(c.Status)
+	}
+	if c.SimHash != 0 {
+		f.SimHash = fmt.Sprintf("%016x", c.SimHash)
 	}
 	js, _ := json.Marshal(f) // cannot fail: strings only
 	dst = append(dst, c.URLKey...)
@@ -333,11 +341,13 @@ func prefixEnd(p []byte) []byte {
 
 // The value encoding is a version byte followed by uvarint-length-prefixed
 // strings and varints, in a fixed order. It is compact (an index entry is
-// about the size of its URL plus 80 bytes) and cheap to decode.
-const encodingVersion = 1
+// about the size of its URL plus 80 bytes) and cheap to decode. Version 2
+// adds the SimHash, as 8 bytes big-endian at the end; version 1 entries
+// (written before it) read with SimHash 0.
+const encodingVersion = 2
 
 func encodeCapture(c Capture) []byte {
-	b := make([]byte, 0, 96+len(c.URLKey)+len(c.URL)+len(c.Segment)+len(c.Redirect))
+	b := make([]byte, 0, 104+len(c.URLKey)+len(c.URL)+len(c.Segment)+len(c.Redirect))
 	b = append(b, encodingVersion)
 	b = binary.AppendVarint(b, c.Time.UnixNano())
 	for _, s := range [...]string{c.URLKey, c.URL, c.Type, c.MIME, c.Digest, c.Segment, c.RecordID, c.Redirect} {
@@ -346,15 +356,17 @@ func encodeCapture(c Capture) []byte {
 	}
 	b = binary.AppendVarint(b, int64(c.Status))
 	b = binary.AppendVarint(b, c.Offset)
-	return binary.AppendVarint(b, c.Length)
+	b = binary.AppendVarint(b, c.Length)
+	return binary.BigEndian.AppendUint64(b, c.SimHash)
 }
 
 var errCorrupt = errors.New("index: corrupt capture entry")
 
 func decodeCapture(v []byte) (Capture, error) {
-	if len(v) == 0 || v[0] != encodingVersion {
+	if len(v) == 0 || v[0] < 1 || v[0] > encodingVersion {
 		return Capture{}, errCorrupt
 	}
+	version := v[0]
 	d := decoder{buf: v[1:]}
 	var c Capture
 	c.Time = time.Unix(0, d.varint()).UTC()
@@ -364,6 +376,12 @@ func decodeCapture(v []byte) (Capture, error) {
 	c.Status = int(d.varint())
 	c.Offset = d.varint()
 	c.Length = d.varint()
+	if version >= 2 {
+		if len(d.buf) < 8 {
+			return Capture{}, errCorrupt
+		}
+		c.SimHash = binary.BigEndian.Uint64(d.buf)
+	}
 	if d.bad {
 		return Capture{}, errCorrupt
 	}

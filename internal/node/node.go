@@ -36,6 +36,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/antientropy"
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/dedup"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/membership"
 	"github.com/waggle-archive/waggle/internal/outbox"
@@ -121,6 +122,8 @@ type Node struct {
 	budget            *antientropy.Budget
 	repairs           repairCounters
 	push              *replicate.Queue
+	seen              *dedup.Registry // payload digests this node keeps for the network
+	dedup             *dedup.Client
 	drain             drainState
 	handoff           handoffRunner
 	handedOver        atomic.Int64 // captures of sites not held here, pushed to their replicas
@@ -192,12 +195,14 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	cc := cfg.Crawl
 	cc.DB = n.db
 	cc.Continuous = true
+	cc.Recrawl = true
 	cc.Logger = log
 	if n.router != nil {
 		cc.Router = n.router
 		cc.Recover = n.recover
 		cc.Replicator = replicator{n}
 		cc.DropLost = true // what the disk lost, the replicas still hold
+		cc.Dedup = contentSeen{n.dedup}
 	}
 	if n.crawl, err = crawl.Open(cc); err != nil {
 		return nil, err
@@ -289,6 +294,14 @@ func (n *Node) openNetwork(ctx context.Context) error {
 		return err
 	}
 	n.router.members = n.members
+	n.seen = dedup.NewRegistry(n.db)
+	n.dedup = dedup.NewClient(dedup.ClientConfig{
+		Self:   cfg.Credential.ID(),
+		Owner:  n.digestOwner,
+		Local:  n.seen,
+		Send:   n.sendDedup,
+		Logger: n.log,
+	})
 	n.net = archive.NewNetwork(archive.NetworkConfig{
 		Local:   n.local,
 		Self:    cfg.Credential.ID(),
@@ -420,6 +433,7 @@ func (n *Node) Run(ctx context.Context) error {
 		wg.Go(func() { fail("peer server", srv.Serve(ctx, n.peerLn)) })
 		wg.Go(func() { fail("outbox", n.out.Run(ctx)) })
 		wg.Go(func() { fail("replication", n.push.Run(ctx)) })
+		wg.Go(func() { fail("content-seen test", n.dedup.Run(ctx)) })
 		wg.Go(func() { n.watch(ctx) })
 		wg.Go(func() { n.repair(ctx) })
 	}

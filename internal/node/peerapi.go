@@ -9,6 +9,7 @@ import (
 
 	"github.com/waggle-archive/waggle/internal/antientropy"
 	"github.com/waggle-archive/waggle/internal/archive"
+	"github.com/waggle-archive/waggle/internal/dedup"
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/outbox"
 	"github.com/waggle-archive/waggle/internal/replicate"
@@ -39,6 +40,7 @@ func (n *Node) peerHandler() http.Handler {
 	mux.Handle("/v1/archive/", archive.Handler(n.local))
 	mux.Handle(antientropy.Path, antientropy.Handler(shared{n}))
 	mux.Handle(replicate.Path, replicate.Handler(n.storeCopies))
+	mux.Handle(dedup.Path, n.seen.Handler())
 	mux.HandleFunc("GET "+seedsPath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.crawl.Seeds())
 	})

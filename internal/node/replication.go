@@ -96,6 +96,11 @@ func (n *Node) metricsHandler() http.Handler {
 		metric("frontier_hosts", "Hosts in the frontier.", "gauge", float64(c.Hosts))
 		metric("pages_per_second", "Capture rate over the last minute.", "gauge", c.PagesPerSecond)
 		metric("recovered_total", "URLs not fetched because a previous holder had them.", "counter", float64(c.Recovered))
+		metric("revisits_not_modified_total", "Revisit records of 304 Not Modified answers.", "counter", float64(c.Revisits.NotModified))
+		metric("revisits_unchanged_total", "Revisit records of unchanged payloads.", "counter", float64(c.Revisits.Unchanged))
+		metric("revisits_duplicate_total", "Revisit records of payloads archived under another URL.", "counter", float64(c.Revisits.Duplicate))
+		metric("revisits_queued_total", "URLs queued again because they fell due.", "counter", float64(c.RevisitsQueued))
+		metric("stored_bytes_total", "WARC bytes written for captures.", "counter", float64(c.Stored))
 		if st.Replication != nil {
 			rs := st.Replication
 			metric("under_replicated_captures", "Captures made here with fewer than r acknowledged copies.", "gauge", float64(rs.UnderReplicated))

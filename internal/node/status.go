@@ -47,13 +47,27 @@ type CrawlStatus struct {
 	// Recovered counts URLs not fetched because the previous holder of
 	// their host had them (page recovery).
 	Recovered int64 `json:"recovered"`
-	Queued    int   `json:"queued"`
+	// Revisits are the revisit records written since the node started,
+	// by why the payload was not stored again (see crawl.Stats).
+	Revisits RevisitStatus `json:"revisits"`
+	// Stored is the WARC bytes written for captures since the node started.
+	Stored int64 `json:"stored_bytes"`
+	// RevisitsQueued counts URLs queued again because they fell due.
+	RevisitsQueued int64 `json:"revisits_queued"`
+	Queued         int   `json:"queued"`
 	// Hosts is the number of hosts in this node's frontier: those it owns
 	// or owned.
 	Hosts int `json:"hosts"`
 	// PagesPerSecond is the capture rate over the last minute.
 	PagesPerSecond float64  `json:"pages_per_second"`
 	Seeds          []string `json:"seeds,omitempty"`
+}
+
+// RevisitStatus counts revisit records by profile and reason.
+type RevisitStatus struct {
+	NotModified int64 `json:"not_modified"` // the server answered 304
+	Unchanged   int64 `json:"unchanged"`    // the URL's payload had not changed
+	Duplicate   int64 `json:"duplicate"`    // another URL's payload, here or on another node
 }
 
 // ExchangeStatus are the link-exchange figures (UbiCrawler's communication
@@ -98,7 +112,10 @@ func (n *Node) localStatus() Status {
 		},
 		Crawl: CrawlStatus{
 			Captures: cs.Captures, Bytes: cs.Bytes, Errors: cs.Errors, Robots: cs.Robots, Recovered: cs.Recovered,
-			Queued: cs.Queued, Hosts: cs.Hosts, PagesPerSecond: n.rate.perSecond(),
+			Revisits:       RevisitStatus{NotModified: cs.NotModified, Unchanged: cs.Unchanged, Duplicate: cs.Duplicates},
+			Stored:         cs.Stored,
+			RevisitsQueued: cs.RevisitsQueued,
+			Queued:         cs.Queued, Hosts: cs.Hosts, PagesPerSecond: n.rate.perSecond(),
 			Seeds: n.crawl.Seeds(),
 		},
 	}

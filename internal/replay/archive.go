@@ -164,11 +164,27 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 		return nil, err
 	}
 	own, err := parseResponse(rec.Block)
-	if err != nil || own.status == http.StatusNotModified || own.status == 0 {
+	if err != nil || own.status == 0 {
 		return base, nil // the original's headers describe the payload
 	}
+	if own.status == http.StatusNotModified {
+		// The server said the stored response still stands, with the
+		// headers it sent now (RFC 9111 §4.3.4): a new Date, Expires,
+		// Cache-Control, ETag. The original's status and the headers that
+		// frame its bytes stay.
+		h := base.header.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		for k, vs := range own.header {
+			if !payloadHeaders[http.CanonicalHeaderKey(k)] {
+				h[http.CanonicalHeaderKey(k)] = vs
+			}
+		}
+		return &response{status: base.status, header: h, payload: base.payload, truncated: base.truncated}, nil
+	}
 	// Headers that describe the bytes come from the record that holds them.
-	for _, k := range []string{"Content-Encoding", "Transfer-Encoding", "Content-Length"} {
+	for k := range payloadHeaders {
 		own.header.Del(k)
 		if v, ok := base.header[k]; ok {
 			own.header[k] = v
@@ -178,27 +194,26 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 	return own, nil
 }
 
-// original finds the capture a revisit refers to: by WARC-Refers-To-Target-URI
-// and -Date when given, else by payload digest.
+// payloadHeaders frame the archived bytes: a revisit replays those of the
+// record the bytes come from.
+var payloadHeaders = map[string]bool{"Content-Encoding": true, "Transfer-Encoding": true, "Content-Length": true}
+
+// original finds the capture a revisit refers to: the capture of
+// WARC-Refers-To-Target-URI at WARC-Refers-To-Date when given, else the
+// first capture of its payload digest.
 func (s *Server) original(ctx context.Context, c index.Capture, rec *warc.Record) (index.Capture, error) {
+	chained := false // the capture named is itself a revisit
 	if uri := rec.Header.Get("WARC-Refers-To-Target-URI"); uri != "" {
 		when, derr := warc.ParseDate(rec.Header.Get("WARC-Refers-To-Date"))
 		if key, kerr := urlkey.SURT(uri); derr == nil && kerr == nil {
-			var found index.Capture
-			ok := false
-			err := s.arc.Captures(ctx, key, false, func(o index.Capture) (bool, error) {
-				if o.Time.Truncate(time.Second).Equal(when.Truncate(time.Second)) && o.Type != warc.TypeRevisit {
-					found, ok = o, true
-					return false, nil
-				}
-				return true, nil
-			})
+			o, ok, revisit, err := s.referredTo(ctx, key, uri, when, c.Digest)
 			if err != nil {
 				return index.Capture{}, err
 			}
 			if ok {
-				return found, nil
+				return o, nil
 			}
+			chained = revisit
 		}
 	}
 	if c.Digest != "" {
@@ -206,11 +221,56 @@ func (s *Server) original(ctx context.Context, c index.Capture, rec *warc.Record
 		if err != nil {
 			return index.Capture{}, err
 		}
-		if ok {
+		if ok && orig.Type == warc.TypeRevisit {
+			chained = true
+		} else if ok {
 			return orig, nil
 		}
 	}
+	if chained {
+		return index.Capture{}, fmt.Errorf("%w: revisit refers to another revisit, and the payload is stored nowhere else in the archive", errCorrupt)
+	}
 	return index.Capture{}, fmt.Errorf("%w: the capture this revisit refers to is not in the archive", errCorrupt)
+}
+
+// referredTo finds the capture of uri (URL key key) taken at when, holding
+// the payload with this digest (when known). WARC dates may have only
+// second precision, and one URL key covers several URLs, which a site's
+// redirects between them fetch within one second: the capture at the
+// exact time is preferred, then the one of uri itself. revisit reports
+// that the capture named is a revisit, which cannot hold the payload.
+func (s *Server) referredTo(ctx context.Context, key, uri string, when time.Time, digest string) (found index.Capture, ok, revisit bool, err error) {
+	canon, cerr := urlkey.Canonical("", uri)
+	if cerr != nil {
+		canon = uri
+	}
+	sec := when.Truncate(time.Second)
+	best := -1
+	err = s.arc.Captures(ctx, key, false, func(o index.Capture) (bool, error) {
+		ot := o.Time.Truncate(time.Second)
+		if ot.After(sec) {
+			return false, nil // in time order: past the second named
+		}
+		if !ot.Equal(sec) || digest != "" && o.Digest != "" && o.Digest != digest {
+			return true, nil
+		}
+		score := 0
+		if o.Time.Equal(when) {
+			score += 2
+		}
+		if o.URL == canon || o.URL == uri {
+			score++
+		}
+		if o.Type == warc.TypeRevisit {
+			revisit = revisit || score > 0
+			return true, nil
+		}
+		if score > best {
+			found, best = o, score
+		}
+		return true, nil
+	})
+	return found, best >= 0, revisit, err
 }
 
 // parseResponse splits a raw HTTP/1.x response into status, headers and payload.

@@ -30,6 +30,14 @@ type fixture struct {
 	revisit  bool // archive as an identical-payload revisit of the first capture of the same body
 	byDigest bool // with revisit: name the original by payload digest only, not by URI and date
 	gzip     bool // send the body gzip-encoded
+	simhash  uint64
+	// With revisit: the server answered a conditional request with 304 Not
+	// Modified (server-not-modified profile). The record holds header under
+	// a 304 status line and no body; body is the unchanged payload.
+	notModified bool
+	// With revisit: "<url> <timestamp>" of the capture referred to, archived
+	// or not, instead of the first capture of the same body.
+	refersTo string
 }
 
 // testArchive is an archive made of fixtures, served by a Server on two
@@ -104,16 +112,33 @@ func newTestArchiveVia(t *testing.T, fixtures []fixture, via func(*archive.Local
 		}
 		digest := rec.Header.Get("WARC-Payload-Digest")
 		typ := warc.TypeResponse
+		var orig index.Capture // with revisit: the capture referred to
 		if f.revisit {
 			o, ok := first[digest]
+			if f.refersTo != "" {
+				ru, rat, _ := strings.Cut(f.refersTo, " ")
+				cu, err := urlkey.Canonical("", ru)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o, ok = a.caps[cu+" "+rat]; !ok {
+					o, ok = index.Capture{URL: cu, Time: ts(rat), RecordID: "<urn:uuid:00000000-0000-4000-8000-000000000000>"}, true
+				}
+			}
 			if !ok {
 				t.Fatalf("fixture %s %s: revisit of a payload not archived before", f.url, f.at)
 			}
+			orig = o
 			ref := warc.RefersTo{ID: o.RecordID, URI: o.URL, Date: o.Time}
 			if f.byDigest {
 				ref = warc.RefersTo{}
 			}
-			rec = warc.NewRevisit(f.url, when, warc.ProfileIdenticalPayload, []byte(head), digest, ref)
+			profile, block := warc.ProfileIdenticalPayload, []byte(head)
+			if f.notModified {
+				f.status = http.StatusNotModified
+				profile, block = warc.ProfileServerNotModified, []byte("HTTP/1.1 304 Not Modified\r\n"+f.header+"\r\n")
+			}
+			rec = warc.NewRevisit(f.url, when, profile, block, digest, ref)
 			typ = warc.TypeRevisit
 		}
 		loc, err := w.Write(rec)
@@ -126,12 +151,14 @@ func newTestArchiveVia(t *testing.T, fixtures []fixture, via func(*archive.Local
 		}
 		key, _ := urlkey.SURT(u)
 		c := index.Capture{URLKey: key, Time: when, URL: u, Type: typ, Status: f.status, Digest: digest,
-			Segment: loc.Segment, Offset: loc.Offset, Length: loc.Length, RecordID: rec.ID()}
+			Segment: loc.Segment, Offset: loc.Offset, Length: loc.Length, RecordID: rec.ID(), SimHash: f.simhash}
 		if loc := http.Header(parseHeaderLines(f.header)).Get("Location"); loc != "" {
 			c.Redirect, _ = urlkey.Canonical(u, loc) // as the crawler and import index it
 		}
 		if ct := http.Header(parseHeaderLines(f.header)).Get("Content-Type"); ct != "" {
 			c.MIME = strings.TrimSpace(strings.Split(ct, ";")[0])
+		} else if f.notModified {
+			c.MIME = orig.MIME // as the crawler indexes a 304: the original's type
 		}
 		if err := index.Put(b, c); err != nil {
 			t.Fatal(err)

@@ -7,12 +7,14 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/simhash"
 )
 
 //go:embed templates/*.html
@@ -84,6 +86,49 @@ type calendarData struct {
 	Year   int
 	Months []month
 	List   []index.Capture // the shown year's captures, newest first
+
+	// Near folds near-duplicates: the list is Groups instead of List.
+	Near   bool
+	Groups []nearGroup // newest first
+	Folded int         // captures folded into Groups
+}
+
+// nearGroup is a capture and the near-duplicates that followed it.
+type nearGroup struct {
+	index.Capture
+	Count  int             // captures folded into it
+	Until  time.Time       // the last of them
+	Folded []index.Capture // those listed, in time order: the first ones, within the page's budget
+}
+
+// Unlisted is the number of captures folded into g but not in g.Folded.
+func (g nearGroup) Unlisted() int { return g.Count - len(g.Folded) }
+
+// maxListed bounds the captures a list page shows (its rows, and with Near
+// the folded captures listed under them); the CDX API has the rest.
+const maxListed = 1000
+
+// foldNear folds caps (one URL's, in time order) into groups: a capture
+// whose SimHash is simhash.Near that of the last capture shown joins that
+// capture's group, as collapse=simhash does in the CDX API. A capture
+// without SimHash (not an HTML page) always starts a group of its own.
+func foldNear(caps []index.Capture) []nearGroup {
+	var groups []nearGroup
+	for _, c := range caps {
+		if n := len(groups); n > 0 {
+			g := &groups[n-1]
+			if c.SimHash != 0 && g.SimHash != 0 && simhash.Near(g.SimHash, c.SimHash) {
+				g.Count++
+				g.Until = c.Time
+				if len(g.Folded) < maxListed {
+					g.Folded = append(g.Folded, c)
+				}
+				continue
+			}
+		}
+		groups = append(groups, nearGroup{Capture: c})
+	}
+	return groups
 }
 
 type yearCount struct{ Year, Count int }
@@ -99,8 +144,8 @@ type dayCell struct {
 	TS    string // first capture of the day
 }
 
-func newCalendar(u string, caps []index.Capture, year int) calendarData {
-	d := calendarData{URL: u, Total: len(caps), First: caps[0].Time, Last: caps[len(caps)-1].Time, Year: year}
+func newCalendar(u string, caps []index.Capture, year int, near bool) calendarData {
+	d := calendarData{URL: u, Total: len(caps), First: caps[0].Time, Last: caps[len(caps)-1].Time, Year: year, Near: near}
 	perYear := map[int]int{}
 	perDay := map[string]*dayCell{}
 	for _, c := range caps {
@@ -121,11 +166,24 @@ func newCalendar(u string, caps []index.Capture, year int) calendarData {
 		d.Years = append(d.Years, yearCount{y, n})
 	}
 	sort.Slice(d.Years, func(i, j int) bool { return d.Years[i].Year < d.Years[j].Year })
-	for i, j := 0, len(d.List)-1; i < j; i, j = i+1, j-1 {
-		d.List[i], d.List[j] = d.List[j], d.List[i]
+	if near {
+		d.Groups = foldNear(d.List)
+		d.List = nil
+		slices.Reverse(d.Groups)
+		if len(d.Groups) > maxListed {
+			d.Groups = d.Groups[:maxListed]
+		}
+		budget := maxListed - len(d.Groups)
+		for i := range d.Groups {
+			g := &d.Groups[i]
+			d.Folded += g.Count
+			g.Folded = g.Folded[:min(len(g.Folded), budget)]
+			budget -= len(g.Folded)
+		}
 	}
-	if len(d.List) > 1000 {
-		d.List = d.List[:1000]
+	slices.Reverse(d.List)
+	if len(d.List) > maxListed {
+		d.List = d.List[:maxListed]
 	}
 	for m := time.January; m <= time.December; m++ {
 		first := time.Date(year, m, 1, 0, 0, 0, 0, time.UTC)

@@ -26,8 +26,15 @@ type target struct {
 	// within narrows a capture list to a period ("2024" in /web/2024*/<url>),
 	// as Wayback machines read a timestamp prefix before '*'.
 	within string
-	url    string // the archived URL as given, possibly without scheme, possibly ending in "*"
+	// near asks a capture list to fold near-duplicates (nearMod after the
+	// '*': /web/*near_/<url>). It is in the path, not the query, because a
+	// query after the URL is the archived URL's own.
+	near bool
+	url  string // the archived URL as given, possibly without scheme, possibly ending in "*"
 }
+
+// nearMod, after the '*' of a capture list, folds near-duplicate captures.
+const nearMod = "near_"
 
 var errNoURL = errors.New("no URL after the timestamp")
 
@@ -37,8 +44,11 @@ var errNoURL = errors.New("no URL after the timestamp")
 func parseTarget(rest string) (target, error) {
 	var t target
 	first, after, hasSlash := strings.Cut(rest, "/")
+	if f, ok := strings.CutSuffix(first, nearMod); ok && isList(f) {
+		first, t.near = f, true
+	}
 	switch {
-	case first == "*" || strings.HasSuffix(first, "*") && isDigits(strings.TrimSuffix(first, "*")):
+	case isList(first):
 		if !hasSlash {
 			return t, errNoURL
 		}
@@ -56,6 +66,12 @@ func parseTarget(rest string) (target, error) {
 		return t, errNoURL
 	}
 	return t, nil
+}
+
+// isList reports the first segment of a capture list: "*" or a timestamp
+// prefix and "*".
+func isList(s string) bool {
+	return s == "*" || strings.HasSuffix(s, "*") && isDigits(strings.TrimSuffix(s, "*"))
 }
 
 func isTimestampWithMod(s string) bool {

@@ -369,7 +369,7 @@ func TestDamagedCaptureIsReportedAndTheRestReplays(t *testing.T) {
 }
 
 func FuzzParseTarget(f *testing.F) {
-	for _, s := range []string{"2014/http://example.com/", "*/example.com*", "20140101id_/http://a/b?c", "http://x/", "timemap/link/x", "*/", "2014mp_/", "99999999999999999/x"} {
+	for _, s := range []string{"2014/http://example.com/", "*/example.com*", "20140101id_/http://a/b?c", "http://x/", "timemap/link/x", "*/", "2014mp_/", "99999999999999999/x", "*near_/example.com/", "2024*near_/http://x/?near_", "near_/x", "*near_near_/x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -377,7 +377,7 @@ func FuzzParseTarget(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if tg.url == "" || !modifiers[tg.mod] {
+		if tg.url == "" || !modifiers[tg.mod] || (tg.near && tg.ts != "*") {
 			t.Fatalf("parseTarget(%q) = %+v", s, tg)
 		}
 		if tg.ts != "" && tg.ts != "*" {

@@ -156,7 +156,8 @@ func (s *Server) timegate(w http.ResponseWriter, r *http.Request, raw string) {
 }
 
 // calendar serves /web/*/<url>: the captures of one URL by year, month
-// and day, and as a list.
+// and day, and as a list; /web/*near_/<url> folds near-duplicates in the
+// list.
 func (s *Server) calendar(w http.ResponseWriter, r *http.Request, t target) {
 	res, ok := s.resolve(w, r, t.url)
 	if !ok {
@@ -166,7 +167,7 @@ func (s *Server) calendar(w http.ResponseWriter, r *http.Request, t target) {
 	if len(t.within) >= 4 {
 		year, _ = strconv.Atoi(t.within[:4])
 	}
-	s.render(w, r, http.StatusOK, "calendar", newCalendar(res.url, res.caps, year))
+	s.render(w, r, http.StatusOK, "calendar", newCalendar(res.url, res.caps, year, t.near))
 }
 
 // urlList serves /web/*/<prefix>*: the archived URLs under a prefix.

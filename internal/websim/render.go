@@ -197,6 +197,16 @@ func (w *Web) renderPage(p *page, step int) []byte {
 		}
 		b = append(b, "</ul>\n"...)
 	}
+	if w.cfg.TextKB > 0 {
+		// The body of an article, for webs of realistic page weight.
+		b = append(b, "<article>\n"...)
+		for target := len(b) + w.cfg.TextKB<<10; len(b) < target; {
+			b = append(b, "<p>"...)
+			b = sentences(b, T, 4+T.IntN(5))
+			b = append(b, "</p>\n"...)
+		}
+		b = append(b, "</article>\n"...)
+	}
 	b = append(b, "</main>\n<footer>\n"...)
 	if len(p.external) > 0 {
 		b = append(b, "<ul class=\"elsewhere\">\n"...)
@@ -326,7 +336,9 @@ document.addEventListener("DOMContentLoaded", function () {
 });
 `)
 	}
-	rng := w.rng(tagMedia, uint64(h.idx), 200)
+	// The same library release on every site, as sites share jQuery: the
+	// web's cross-site duplicate payloads.
+	rng := w.rng(tagMedia, 0, 200)
 	var b strings.Builder
 	b.WriteString("/*! vendor.min.js */\n")
 	for i := range 40 {

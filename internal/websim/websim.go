@@ -30,6 +30,9 @@ type Config struct {
 	Pages     int           // ordinary HTML pages over all hosts, Zipf-distributed (default 6000; at least one per page-bearing host)
 	Version   int           // content version: each step up changes about 1% of the pages
 	SlowDelay time.Duration // how long slow URLs stall (default 3s)
+	// TextKB adds about this many KiB of article text to every HTML page
+	// (0: short pages of about 2 KiB), for a web of realistic page weight.
+	TextKB int
 }
 
 // Web is a synthetic web. It is safe for concurrent use.
@@ -97,6 +100,20 @@ func (w *Web) Hosts() []string {
 // following links from Seeds. Traps, redirects, errors, slow URLs and
 // robots-disallowed pages are not included.
 func (w *Web) Pages() []string { return append([]string(nil), w.pages...) }
+
+// ChangedPages returns the URLs, among Pages, whose content differs
+// between versions from and to.
+func (w *Web) ChangedPages(from, to int) []string {
+	var urls []string
+	for _, h := range w.hosts {
+		for _, p := range h.pages {
+			if w.lastChange(p.id, from) != w.lastChange(p.id, to) {
+				urls = append(urls, p.url())
+			}
+		}
+	}
+	return urls
+}
 
 // Requests returns the number of requests served so far.
 func (w *Web) Requests() int64 { return w.requests.Load() }

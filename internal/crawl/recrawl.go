@@ -1,0 +1,308 @@
+package crawl
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/fetch"
+	"github.com/waggle-archive/waggle/internal/frontier"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/schedule"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// Dedup is a content-seen test wider than this node's own index: the
+// network's, in which every payload digest has an owner that knows where
+// the payload was first archived (package dedup). A crawler with a Dedup
+// stores a payload archived anywhere in the network as a revisit record
+// that points at it.
+type Dedup interface {
+	// Lookup says where a payload is archived, if anywhere. An error
+	// (the digest's owner cannot be asked) makes the crawler store the
+	// payload: a miss never loses data.
+	Lookup(ctx context.Context, digest string) (recrawl.Ref, bool, error)
+	// Stored tells of new response captures once they are durable.
+	Stored(caps []index.Capture)
+}
+
+// revisitOf says which record a capture is to point at instead of storing
+// its payload.
+type revisitOf struct {
+	profile string // warc.ProfileIdenticalPayload or warc.ProfileServerNotModified
+	digest  string
+	ref     recrawl.Ref
+	mime    string // the original's media type (a 304 has none of its own)
+	simhash uint64
+}
+
+// recrawlPumpEvery bounds how long a continuous crawl waits before it
+// looks for URLs that fell due.
+const recrawlPumpEvery = time.Minute
+
+// recrawlBatch is how many due URLs are queued in one commit.
+const recrawlBatch = 4096
+
+// conditional returns the headers that make a fetch of a URL visited before
+// conditional on the last capture's validators.
+func conditional(prev *recrawl.Entry) http.Header {
+	if prev == nil || !prev.Captured() {
+		return nil
+	}
+	h := http.Header{}
+	if prev.ETag != "" {
+		h.Set("If-None-Match", prev.ETag)
+	}
+	if prev.LastModified != "" {
+		h.Set("If-Modified-Since", prev.LastModified)
+	}
+	if len(h) == 0 {
+		return nil
+	}
+	return h
+}
+
+// unchanged says how a fetched response relates to the last capture of its
+// URL: a 304 to a conditional request, or a 200 whose payload digest is the
+// last capture's, is a revisit of it; anything else is new content (nil).
+func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string, asked bool) *revisitOf {
+	if prev == nil || !prev.Captured() {
+		return nil
+	}
+	rv := &revisitOf{digest: prev.Digest, ref: prev.Payload, mime: prev.MIME, simhash: prev.SimHash}
+	switch {
+	case resp.StatusCode == http.StatusNotModified && asked:
+		rv.profile = warc.ProfileServerNotModified
+	case resp.Truncated == "" && digest == prev.Digest && resp.StatusCode >= 200 && resp.StatusCode < 300 && payloadWorthDeduplicating(resp.Raw):
+		rv.profile = warc.ProfileIdenticalPayload
+	default:
+		return nil
+	}
+	return rv
+}
+
+// noteVisit stages the entry of a leased URL after its visit: what the
+// capture cp (nil when nothing was archived) tells of the page, and when to
+// come back.
+func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now time.Time) error {
+	u := r.lease.URL
+	old, had, err := recrawl.Get(b, u)
+	if err != nil {
+		return err
+	}
+	policy := c.cfg.Schedules.For(u)
+	e := old
+	if !had {
+		e = recrawl.Entry{URL: u, Depth: r.lease.Depth, Embed: r.lease.Embed}
+	}
+	switch {
+	case cp == nil && had:
+		// Nothing learnt of the page: try again after its interval.
+	case cp == nil:
+		e.State, _ = policy.First(now)
+	default:
+		changed := !old.Captured() || cp.Digest != old.Digest
+		if old.Captured() {
+			e.State, _ = policy.Next(old.State, now, changed)
+		} else {
+			e.State, _ = policy.First(now)
+		}
+		if r.resp.StatusCode != http.StatusNotModified {
+			e.ETag = r.resp.Header.Get("ETag")
+			e.LastModified = r.resp.Header.Get("Last-Modified")
+		} else {
+			// A 304 may send new validators (RFC 9110 §15.4.5).
+			if v := r.resp.Header.Get("ETag"); v != "" {
+				e.ETag = v
+			}
+			if v := r.resp.Header.Get("Last-Modified"); v != "" {
+				e.LastModified = v
+			}
+		}
+		e.Digest, e.MIME, e.SimHash = cp.Digest, cp.MIME, cp.SimHash
+		if r.revisit != nil {
+			e.Payload = r.revisit.ref
+		} else {
+			e.Payload = recrawl.Ref{URL: cp.URL, Time: cp.Time, RecordID: cp.RecordID}
+		}
+		if changed {
+			urls := make([]string, len(r.outlinks))
+			for i, l := range r.outlinks {
+				urls[i] = l.URL
+			}
+			e.SetLinks(urls)
+		}
+	}
+	interval := e.State.Interval
+	if interval <= 0 {
+		interval = policy.Default
+	}
+	e.Due = now.Add(schedule.Jitter(u, interval))
+	var prev *recrawl.Entry
+	if had {
+		prev = &old
+	}
+	return recrawl.Put(b, prev, e)
+}
+
+// rescheduleLease puts a URL that was queued for a revisit but not visited
+// (handed to another node, refused) back into the due queue.
+func (c *Crawler) rescheduleLease(b *pebble.Batch, l frontier.Lease, now time.Time) error {
+	e, ok, err := recrawl.Get(b, l.URL)
+	if err != nil || !ok || !e.Due.IsZero() {
+		return err
+	}
+	old := e
+	interval := e.State.Interval
+	if interval <= 0 {
+		interval = c.cfg.Schedules.For(l.URL).Default
+	}
+	e.Due = now.Add(schedule.Jitter(l.URL, interval))
+	return recrawl.Put(b, &old, e)
+}
+
+// queueDue queues the URLs due by before and returns how many.
+func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for {
+		var due []recrawl.Entry
+		err := recrawl.Due(c.db, before, func(e recrawl.Entry) bool {
+			due = append(due, e)
+			return len(due) < recrawlBatch
+		})
+		if err != nil || len(due) == 0 {
+			return total, err
+		}
+		n := 0
+		err = c.Update(ctx, func(b *pebble.Batch) error {
+			items := make([]frontier.Item, 0, len(due))
+			now := time.Now()
+			for _, d := range due {
+				e, ok, err := recrawl.Get(b, d.URL)
+				if err != nil {
+					return err
+				}
+				if !ok || e.Due.IsZero() || e.Due.After(before) {
+					continue // queued or rescheduled meanwhile
+				}
+				if c.owner(e.URL) != "" {
+					// Another node holds the host now; its schedule is its own.
+					// Keep the entry for when the host comes back.
+					old := e
+					e.Due = now.Add(schedule.Jitter(e.URL, max(e.State.Interval, time.Hour)))
+					if err := recrawl.Put(b, &old, e); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := recrawl.Take(b, e); err != nil {
+					return err
+				}
+				items = append(items, frontier.Item{URL: e.URL, Host: urlkey.Host(e.URL), Depth: e.Depth, Embed: e.Embed})
+			}
+			n = len(items)
+			return c.front.Requeue(b, items)
+		})
+		if err != nil {
+			return total, fmt.Errorf("crawl: queue revisits: %w", err)
+		}
+		total += n
+		c.stats.revisitsQueued.Add(int64(n))
+		if len(due) < recrawlBatch {
+			return total, nil
+		}
+	}
+}
+
+// pumpDue queues URLs as they fall due until ctx ends.
+func (c *Crawler) pumpDue(ctx context.Context) {
+	for {
+		// Visits add entries all the time; looking for the earliest due
+		// one is a single seek.
+		wait := time.Second
+		if next, ok, err := recrawl.Next(c.db); err == nil && ok {
+			wait = min(recrawlPumpEvery, max(time.Until(next), time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if _, err := c.queueDue(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			c.cfg.Logger.Warn("re-crawl: cannot queue due URLs", "err", err)
+		}
+	}
+}
+
+// scheduleFromIndex gives every URL in the index an entry due now, for an
+// archive made before re-crawl schedules were kept (or imported from WARC
+// files): its newest capture is what a revisit compares with. It does
+// nothing when any entry exists.
+func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
+	if entries, _, err := recrawl.Count(c.db, time.Time{}); err != nil || entries > 0 {
+		return 0, err
+	}
+	now := time.Now()
+	n := 0
+	var last *index.Capture
+	b := c.db.NewIndexedBatch()
+	defer func() { b.Close() }()
+	flush := func() error {
+		if last == nil {
+			return nil
+		}
+		cp := *last
+		last = nil
+		if cp.Type != warc.TypeResponse && cp.Type != warc.TypeRevisit {
+			return nil
+		}
+		e := recrawl.Entry{URL: cp.URL, Digest: cp.Digest, MIME: cp.MIME, SimHash: cp.SimHash, Due: now}
+		e.State, _ = c.cfg.Schedules.For(cp.URL).First(now)
+		if cp.Type == warc.TypeResponse {
+			e.Payload = recrawl.Ref{URL: cp.URL, Time: cp.Time, RecordID: cp.RecordID}
+		} else if orig, ok, err := index.ByDigest(c.db, cp.Digest); err == nil && ok {
+			e.Payload = recrawl.Ref{URL: orig.URL, Time: orig.Time, RecordID: orig.RecordID}
+		}
+		if !e.Captured() {
+			e.Digest = "" // nothing to compare with: the revisit fetches in full
+		}
+		n++
+		if err := recrawl.Put(b, nil, e); err != nil {
+			return err
+		}
+		if b.Len() > 4<<20 {
+			if err := b.Commit(pebble.NoSync); err != nil {
+				return fmt.Errorf("crawl: %w", err)
+			}
+			b.Close()
+			b = c.db.NewIndexedBatch()
+		}
+		return nil
+	}
+	err := index.New(c.db).Range(ctx, "", "", false, func(cp index.Capture) (bool, error) {
+		if last != nil && last.URLKey != cp.URLKey {
+			if err := flush(); err != nil {
+				return false, err
+			}
+		}
+		if cp.Status < 400 || last == nil {
+			last = &cp
+		}
+		return true, nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("crawl: schedule the archive's URLs: %w", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return 0, fmt.Errorf("crawl: %w", err)
+	}
+	return n, nil
+}

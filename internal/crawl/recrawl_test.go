@@ -1,0 +1,259 @@
+package crawl
+
+import (
+	"context"
+	"hash/fnv"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/frontier"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/schedule"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+	"github.com/waggle-archive/waggle/internal/websim"
+)
+
+// halfRouter pretends that another node owns every other site, and
+// records what is routed to it.
+type halfRouter struct {
+	mine   map[string]bool // sites kept whatever their hash
+	mu     sync.Mutex
+	routed map[string]int
+}
+
+func (r *halfRouter) Owner(site string) string {
+	h := fnv.New32a()
+	h.Write([]byte(site))
+	if h.Sum32()%2 == 0 && !r.mine[site] {
+		return "peer"
+	}
+	return ""
+}
+
+func (r *halfRouter) Route(_ *pebble.Batch, _ string, items []frontier.Item) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, it := range items {
+		r.routed[it.URL]++
+	}
+	return nil
+}
+
+func (r *halfRouter) Handover(b *pebble.Batch, node string, items []frontier.Item) error {
+	return r.Route(b, node, items)
+}
+
+func (r *halfRouter) Committed() {}
+
+func (r *halfRouter) take() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.routed
+	r.routed = map[string]int{}
+	return m
+}
+
+// A re-crawl asks the server for changes only: unchanged pages become
+// revisit records (a 304 or an identical payload), changed pages are
+// archived anew, and only links new on a changed page are routed again.
+func TestRecrawl(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 5, Hosts: 20, Pages: 400})
+	router := &halfRouter{mine: map[string]bool{}, routed: map[string]int{}}
+	for _, s := range web.Seeds() {
+		router.mine[urlkey.Site(s)] = true
+	}
+	cfg := testConfig(t, srv.URL(), web.Seeds()...)
+	cfg.Router = router
+	first := runCrawl(t, cfg)
+	routedFirst := router.take()
+	if first.New == 0 || len(routedFirst) == 0 {
+		t.Fatalf("the first crawl archived %d and routed %d URLs", first.New, len(routedFirst))
+	}
+	firstCaps := archived(t, cfg.Data)
+
+	// Nothing is due yet: the default schedule comes back in about a day.
+	again := cfg
+	again.Recrawl = true
+	if s := runCrawl(t, again); s.RevisitsQueued != 0 || s.New != 0 {
+		t.Errorf("a re-crawl right after the crawl queued %d and archived %d URLs; nothing is due", s.RevisitsQueued, s.New)
+	}
+	checkDue(t, cfg.Data, firstCaps)
+
+	const step = 4
+	web.SetVersion(step)
+	changed := map[string]bool{}
+	for _, u := range web.ChangedPages(0, step) {
+		changed[u] = true
+	}
+	all := cfg
+	all.RecrawlAll = true
+	start := time.Now()
+	s := runCrawl(t, all)
+	t.Logf("first crawl: %d captures, %d B fetched, %d B stored; re-crawl: %d captures, %d B fetched, %d B stored, revisits: %d not-modified, %d unchanged, %d duplicate; %d pages changed",
+		first.New, first.Bytes, first.Stored, s.New, s.Bytes, s.Stored, s.NotModified, s.Unchanged, s.Duplicates, len(changed))
+	if s.RevisitsQueued == 0 || s.NotModified == 0 {
+		t.Fatalf("re-crawl queued %d URLs and got %d 304s", s.RevisitsQueued, s.NotModified)
+	}
+	if s.Bytes*4 > first.Bytes {
+		t.Errorf("the re-crawl fetched %d bytes, the first crawl %d: conditional GETs should save most", s.Bytes, first.Bytes)
+	}
+	for u, n := range router.take() {
+		if routedFirst[u] > 0 {
+			t.Errorf("%s was routed again by the re-crawl (%d times)", u, n)
+		}
+	}
+
+	caps := archived(t, cfg.Data)
+	verifyWARCs(t, cfg.Data, caps)
+	seenChanged := 0
+	for _, p := range web.Pages() {
+		for _, c := range caps[p] {
+			if c.Status == http.StatusOK && c.SimHash == 0 {
+				t.Errorf("%s: an HTML page captured without SimHash", p)
+			}
+		}
+		var fresh []index.Capture
+		for _, c := range caps[p] {
+			if !c.Time.Before(start) {
+				fresh = append(fresh, c)
+			}
+		}
+		if len(fresh) == 0 {
+			continue // another node's page, or a URL known under another form
+		}
+		if len(fresh) > 1 {
+			t.Errorf("%s: %d captures in one re-crawl", p, len(fresh))
+		}
+		c := fresh[0]
+		switch {
+		case changed[p] && c.Type != warc.TypeResponse:
+			t.Errorf("%s changed but its re-crawl capture is a %s", p, c.Type)
+		case changed[p]:
+			seenChanged++
+		case c.Type != warc.TypeRevisit || c.Status != http.StatusNotModified:
+			t.Errorf("%s did not change but its re-crawl capture is a %s with status %d", p, c.Type, c.Status)
+		default:
+			checkRevisit(t, cfg.Data, caps, c)
+			if last := firstCaps[p][len(firstCaps[p])-1]; c.SimHash != last.SimHash {
+				t.Errorf("%s: the revisit has SimHash %x, the capture it repeats %x", p, c.SimHash, last.SimHash)
+			}
+		}
+	}
+	if seenChanged == 0 {
+		t.Error("no changed page of this node's was re-archived")
+	}
+}
+
+// checkRevisit checks that a revisit record points at a response record
+// with its payload digest.
+func checkRevisit(t *testing.T, data string, caps map[string][]index.Capture, c index.Capture) {
+	t.Helper()
+	dir := filepath.Join(data, "warc")
+	rec, err := warc.ReadAt(dir, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := warc.ProfileIdenticalPayload
+	if c.Status == http.StatusNotModified {
+		want = warc.ProfileServerNotModified
+	}
+	if p := rec.Header.Get("WARC-Profile"); p != want {
+		t.Errorf("%s: revisit profile %q, want %q", c.URL, p, want)
+	}
+	target, id := rec.Header.Get("WARC-Refers-To-Target-URI"), rec.Header.Get("WARC-Refers-To")
+	for _, o := range caps[target] {
+		if o.RecordID == id {
+			if o.Type != warc.TypeResponse || o.Digest != c.Digest || o.Digest != rec.Header.Get("WARC-Payload-Digest") {
+				t.Errorf("%s: revisit refers to a %s of digest %s; its own digest is %s", c.URL, o.Type, o.Digest, c.Digest)
+			}
+			if when, err := warc.ParseDate(rec.Header.Get("WARC-Refers-To-Date")); err != nil || !when.Equal(o.Time.Truncate(time.Microsecond)) {
+				t.Errorf("%s: WARC-Refers-To-Date %q, the original is of %s", c.URL, rec.Header.Get("WARC-Refers-To-Date"), o.Time)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: revisit refers to record %s of %s, which is not in the index", c.URL, id, target)
+}
+
+// checkDue checks that every URL archived has a re-crawl entry due in
+// about a day, the default schedule.
+func checkDue(t *testing.T, data string, caps map[string][]index.Capture) {
+	t.Helper()
+	db, err := OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	def := schedule.DefaultPolicy().Default
+	for u, cs := range caps {
+		if urlkey.Host(u) == "" || cs[0].URL != u || isRobots(u) {
+			continue
+		}
+		e, ok, err := recrawl.Get(db, u)
+		if err != nil || !ok {
+			t.Errorf("%s: no re-crawl entry (%v)", u, err)
+			continue
+		}
+		if wait := time.Until(e.Due); wait < def*8/10 || wait > def*11/10 {
+			t.Errorf("%s is due in %v, want about %v", u, wait, def)
+		}
+	}
+}
+
+func isRobots(u string) bool { return len(u) > 11 && u[len(u)-11:] == "/robots.txt" }
+
+// URLs come back as they fall due: a continuous crawl queues them on its
+// own, and a URL that is revisited several times without a change is
+// given a longer interval.
+func TestRecrawlContinuousAdapts(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 9, Hosts: 3, Pages: 20})
+	cfg := testConfig(t, srv.URL(), web.Seeds()[0])
+	cfg.Scope = ScopeHost
+	rule, err := recrawl.ParseRule("1s,1s,1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Schedules = recrawl.NewRules(schedule.DefaultPolicy(), rule)
+	cfg.Continuous, cfg.Recrawl = true, true
+	c, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := c.Run(ctx); done <- err }()
+	seed := web.Seeds()[0]
+	var e recrawl.Entry
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		var ok bool
+		if e, ok, err = recrawl.Get(c.db, seed); err != nil {
+			t.Fatal(err)
+		}
+		if ok && e.State.Visits >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the seed was not revisited: %+v (stats %+v)", e, c.Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatal(err)
+	}
+	s := c.Stats()
+	c.Close()
+	if s.NotModified == 0 {
+		t.Errorf("no 304 in %d revisits", s.RevisitsQueued)
+	}
+	if e.State.Changes != 0 || e.State.Interval <= time.Second {
+		t.Errorf("an unchanged page after %d visits: %d changes, interval %v; want no change and an interval past the first", e.State.Visits, e.State.Changes, e.State.Interval)
+	}
+}

@@ -1,0 +1,559 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of ClientConfig.
+const (
+	DefaultWindow   = 2 * time.Millisecond
+	DefaultMaxBatch = 256
+	DefaultMaxQueue = 100_000
+	DefaultTimeout  = 10 * time.Second
+)
+
+// maxInFlight is the most lookup requests a Client has in flight to one
+// owner. The digests that arrive while they are all out wait for the next
+// one, so that batches grow with the load instead of requests.
+const maxInFlight = 4
+
+// Back-off from an owner that could not be reached: the first retry after
+// minBackoff, doubling up to maxBackoff.
+const (
+	minBackoff = time.Second
+	maxBackoff = time.Minute
+)
+
+// ErrNoOwner is the error of a Lookup while the ring names no owner for
+// the digest (the node is not in a network yet).
+var ErrNoOwner = errors.New("dedup: no owner for the digest")
+
+// ClientConfig configures a Client. Self, Owner, Local and Send are
+// required.
+type ClientConfig struct {
+	// Self is this node's ID, as Owner names nodes.
+	Self string
+	// Owner returns the node that owns a digest on the current ring, or
+	// ok false when there is none. It is called for every lookup and for
+	// every queued registration each time it is sent, so it must be cheap
+	// and safe for concurrent use.
+	Owner func(digest string) (nodeID string, ok bool)
+	// Local is this node's registry, which answers for the digests it owns.
+	Local *Registry
+	// Send POSTs body to path on node nodeID (through the node's
+	// peer.Client) and returns the body of its answer. Any answer but 200
+	// must be an error, as must a failure to reach the node; the answer
+	// may be limited to MaxBodyBytes. It must be safe for concurrent use.
+	Send func(ctx context.Context, nodeID, path string, body []byte) ([]byte, error)
+
+	// Window is how long a lookup waits for others to the same owner to
+	// share its request (DefaultWindow if 0).
+	Window time.Duration
+	// MaxBatch is the most digests in one lookup request
+	// (DefaultMaxBatch if 0, at most MaxEntries).
+	MaxBatch int
+	// MaxQueue is the most Refs waiting to be registered
+	// (DefaultMaxQueue if 0); beyond it the oldest are dropped. While
+	// Run is sending a queue, up to MaxQueue more may wait behind it.
+	MaxQueue int
+	// Timeout limits each request (DefaultTimeout if 0).
+	Timeout time.Duration
+	// Logger receives warnings about unreachable owners and dropped
+	// registrations (nothing if nil).
+	Logger *slog.Logger
+}
+
+// Stats counts what a Client has done since it was made.
+type Stats struct {
+	Lookups    uint64 // Lookup calls
+	Hits       uint64 // lookups that found the payload archived
+	Requests   uint64 // lookup requests sent to other nodes
+	Registered uint64 // Refs taken by their owner's registry (new or not)
+	Queued     int    // Refs waiting to be registered now, those being sent included
+	Dropped    uint64 // Refs never registered: over MaxQueue, or not valid
+	Errors     uint64 // requests and local registrations that failed
+}
+
+// A Client asks the owners of digests whether their payloads are archived,
+// and registers new captures with them. It is safe for concurrent use.
+type Client struct {
+	cfg ClientConfig
+	log *slog.Logger
+
+	// Back-off bounds, variables for tests.
+	minBackoff, maxBackoff time.Duration
+
+	wake    chan struct{} // a registration was queued
+	running atomic.Bool
+
+	lookups, hits, requests, registered, dropped, errs atomic.Uint64
+
+	mu       sync.Mutex
+	owners   map[string]*ownerLookups // lookups waiting for or in flight to a node
+	backoff  map[string]*backoff      // nodes that could not be reached
+	queue    []Ref                    // registrations, oldest first
+	inFlight int                      // registrations taken from queue by a flush
+}
+
+// ownerLookups is the lookup traffic to one owner.
+type ownerLookups struct {
+	open     *lookupBatch   // taking digests; nil if none
+	full     []*lookupBatch // at MaxBatch, waiting for a request slot
+	inFlight int
+}
+
+// A lookupBatch is the digests of one lookup request and its answer.
+type lookupBatch struct {
+	digests []string
+	has     map[string]bool
+	timer   *time.Timer
+	due     bool // the window has passed: send when a slot is free
+
+	done  chan struct{} // closed once found or err is set
+	found map[string]Ref
+	err   error
+}
+
+type backoff struct {
+	delay time.Duration
+	until time.Time
+}
+
+// NewClient returns a client configured by cfg. It panics if Owner, Local
+// or Send is nil.
+func NewClient(cfg ClientConfig) *Client {
+	if cfg.Owner == nil || cfg.Local == nil || cfg.Send == nil {
+		panic("dedup: NewClient needs Owner, Local and Send")
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	cfg.MaxBatch = min(cfg.MaxBatch, MaxEntries)
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = DefaultMaxQueue
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Client{
+		cfg:        cfg,
+		log:        log,
+		minBackoff: minBackoff,
+		maxBackoff: maxBackoff,
+		wake:       make(chan struct{}, 1),
+		owners:     make(map[string]*ownerLookups),
+		backoff:    make(map[string]*backoff),
+	}
+}
+
+// Lookup reports where the payload with this digest is archived in the
+// network, if anywhere, by asking the digest's current owner (its own
+// Registry if that is this node). It returns an error when the owner
+// cannot be asked: there is none (ErrNoOwner), it could not be reached
+// recently and is being backed off from, the request failed, or ctx ended
+// first. The caller then stores the payload.
+//
+// A request is shared by the lookups for one owner that arrive within
+// Window, and outlives a caller that gives up by at most Timeout.
+func (c *Client) Lookup(ctx context.Context, digest string) (Ref, bool, error) {
+	if err := checkDigest(digest); err != nil {
+		c.lookups.Add(1)
+		return Ref{}, false, err
+	}
+	if err := context.Cause(ctx); err != nil {
+		c.lookups.Add(1)
+		return Ref{}, false, fmt.Errorf("dedup: lookup of %s: %w", digest, err)
+	}
+	owner, ok := c.cfg.Owner(digest)
+	if !ok {
+		c.lookups.Add(1)
+		return Ref{}, false, ErrNoOwner
+	}
+	if owner == c.cfg.Self {
+		c.lookups.Add(1)
+		found, err := c.cfg.Local.Lookup([]string{digest})
+		if err != nil || len(found) == 0 {
+			return Ref{}, false, err
+		}
+		c.hits.Add(1)
+		return found[0], true, nil
+	}
+	b, err := c.enqueue(owner, digest)
+	if err != nil {
+		return Ref{}, false, err
+	}
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return Ref{}, false, fmt.Errorf("dedup: lookup of %s: %w", digest, context.Cause(ctx))
+	}
+	if b.err != nil {
+		return Ref{}, false, b.err
+	}
+	ref, ok := b.found[digest]
+	if ok {
+		c.hits.Add(1)
+	}
+	return ref, ok, nil
+}
+
+// enqueue adds digest to the open batch for owner and returns the batch.
+func (c *Client) enqueue(owner, digest string) (*lookupBatch, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Counted under the lock, so that once Stats shows a lookup its digest
+	// is in a batch.
+	c.lookups.Add(1)
+	if bo := c.backoff[owner]; bo != nil && time.Now().Before(bo.until) {
+		return nil, fmt.Errorf("dedup: owner %s of %s unreachable, next try in %v",
+			owner, digest, time.Until(bo.until).Round(time.Millisecond))
+	}
+	st := c.owners[owner]
+	if st == nil {
+		st = &ownerLookups{}
+		c.owners[owner] = st
+	}
+	b := st.open
+	if b == nil {
+		b = &lookupBatch{has: make(map[string]bool), done: make(chan struct{})}
+		b.timer = time.AfterFunc(c.cfg.Window, func() { c.windowPassed(owner, b) })
+		st.open = b
+	}
+	if !b.has[digest] {
+		b.has[digest] = true
+		b.digests = append(b.digests, digest)
+	}
+	if len(b.digests) >= c.cfg.MaxBatch {
+		b.timer.Stop()
+		st.open = nil
+		st.full = append(st.full, b)
+	}
+	c.dispatch(owner, st)
+	return b, nil
+}
+
+// windowPassed marks b due, if it is still taking digests.
+func (c *Client) windowPassed(owner string, b *lookupBatch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.owners[owner]; st != nil && st.open == b {
+		b.due = true
+		c.dispatch(owner, st)
+	}
+}
+
+// dispatch sends owner's ready batches while it has request slots free.
+// c.mu is held.
+func (c *Client) dispatch(owner string, st *ownerLookups) {
+	for st.inFlight < maxInFlight {
+		var b *lookupBatch
+		switch {
+		case len(st.full) > 0:
+			b = st.full[0]
+			st.full = st.full[1:]
+		case st.open != nil && st.open.due:
+			b = st.open
+			st.open = nil
+		default:
+			return
+		}
+		st.inFlight++
+		go c.send(owner, b)
+	}
+}
+
+// send asks owner about b's digests and hands the answer to its waiters.
+func (c *Client) send(owner string, b *lookupBatch) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	c.requests.Add(1)
+	body, err := c.cfg.Send(ctx, owner, lookupPath, encodeLookup(b.digests))
+	cancel()
+	var found []Ref
+	if err == nil {
+		found, err = decodeRefs(body, kindFound)
+	}
+	if err != nil {
+		c.errs.Add(1)
+		c.failed(owner, err)
+		b.err = fmt.Errorf("dedup: asking %s about %d digests: %w", owner, len(b.digests), err)
+	} else {
+		c.reached(owner)
+		b.found = make(map[string]Ref, len(found))
+		for _, ref := range found {
+			if b.has[ref.Digest] { // an answer about anything else is ignored
+				b.found[ref.Digest] = ref
+			}
+		}
+	}
+	close(b.done)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.owners[owner]
+	st.inFlight--
+	c.dispatch(owner, st)
+	if st.inFlight == 0 && st.open == nil && len(st.full) == 0 {
+		delete(c.owners, owner)
+	}
+}
+
+// failed starts or extends the back-off from owner.
+func (c *Client) failed(owner string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	bo := c.backoff[owner]
+	if bo == nil {
+		bo = &backoff{}
+		c.backoff[owner] = bo
+		c.log.Warn("dedup: owner unreachable, backing off", "node", owner, "err", err)
+	}
+	now := time.Now()
+	if now.Before(bo.until) {
+		return // another request failed first; one failure is one step
+	}
+	bo.delay = min(max(2*bo.delay, c.minBackoff), c.maxBackoff)
+	bo.until = now.Add(bo.delay)
+}
+
+// reached ends any back-off from owner.
+func (c *Client) reached(owner string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.backoff[owner] != nil {
+		delete(c.backoff, owner)
+		c.log.Info("dedup: owner reachable again", "node", owner)
+	}
+}
+
+// Register queues refs, the response records of captures this node has
+// just committed, to be registered with their owners by Run. It does not
+// block. Refs that are not valid are dropped and logged; beyond MaxQueue
+// the oldest queued Refs are dropped. Both are counted in Stats.Dropped,
+// and cost only a later duplicate: the queue is not durable, since a lost
+// registration never loses data.
+func (c *Client) Register(refs []Ref) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ref := range refs {
+		if err := ref.check(); err != nil {
+			c.dropped.Add(1)
+			c.log.Warn("dedup: not registering an invalid ref", "url", ref.URL, "err", err)
+			continue
+		}
+		c.queue = append(c.queue, ref)
+	}
+	c.trim()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// trim drops the oldest queued Refs beyond MaxQueue. Those a flush is
+// sending are not counted: they are older than any in the queue, and are
+// trimmed with it once they are back. c.mu is held.
+func (c *Client) trim() {
+	over := len(c.queue) - c.cfg.MaxQueue
+	if over <= 0 {
+		return
+	}
+	clear(c.queue[:over])
+	c.queue = c.queue[over:]
+	c.dropped.Add(uint64(over))
+	c.log.Warn("dedup: registration queue full, dropped the oldest", "dropped", over)
+}
+
+// Run sends queued registrations to the owners of their digests until ctx
+// is done, then returns nil; the registrations still queued are not sent.
+// A batch an owner did not take stays queued, and the owner is backed off
+// from (for one second, doubling up to a minute); queued registrations
+// whose digest has no owner are tried again every second. While some are
+// waiting, new registrations are sent at most once a second. Lookups do
+// not need Run.
+func (c *Client) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("dedup: Run called twice")
+	}
+	defer c.running.Store(false)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := c.flush(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		timer.Stop()
+		var retry <-chan time.Time
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+			retry = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+		case <-retry:
+			continue
+		}
+		if next.IsZero() {
+			continue
+		}
+		// Refs are waiting for an owner: a flush goes over all of them,
+		// so new registrations wake it at most once per minBackoff.
+		gap := time.NewTimer(c.minBackoff)
+		select {
+		case <-ctx.Done():
+			gap.Stop()
+			return nil
+		case <-gap.C:
+		}
+	}
+}
+
+// flush sends the queued registrations to their owners, and returns when
+// to try again those it could not send (zero if it sent all).
+func (c *Client) flush(ctx context.Context) (next time.Time) {
+	c.mu.Lock()
+	refs := c.queue
+	c.queue = nil
+	c.inFlight = len(refs)
+	c.mu.Unlock()
+	if len(refs) == 0 {
+		return time.Time{}
+	}
+
+	// Group by owner, and keep (by index, to restore the queue's order)
+	// what cannot be sent now.
+	var kept []int
+	groups := make(map[string][]int)
+	now := time.Now()
+	c.mu.Lock()
+	for i, ref := range refs {
+		owner, ok := c.cfg.Owner(ref.Digest)
+		if !ok {
+			kept = append(kept, i)
+			next = earliest(next, now.Add(c.minBackoff))
+			continue
+		}
+		if bo := c.backoff[owner]; bo != nil && now.Before(bo.until) {
+			kept = append(kept, i)
+			next = earliest(next, bo.until)
+			continue
+		}
+		groups[owner] = append(groups[owner], i)
+	}
+	c.mu.Unlock()
+
+	var (
+		wg     sync.WaitGroup
+		keptMu sync.Mutex
+	)
+	for owner, idx := range groups {
+		wg.Go(func() {
+			unsent := c.registerWith(ctx, owner, refs, idx)
+			if len(unsent) == 0 {
+				return
+			}
+			keptMu.Lock()
+			defer keptMu.Unlock()
+			kept = append(kept, unsent...)
+			c.mu.Lock()
+			if bo := c.backoff[owner]; bo != nil {
+				next = earliest(next, bo.until)
+			} else {
+				next = earliest(next, time.Now().Add(c.minBackoff))
+			}
+			c.mu.Unlock()
+		})
+	}
+	wg.Wait()
+
+	slices.Sort(kept)
+	back := make([]Ref, 0, len(kept))
+	for _, i := range kept {
+		back = append(back, refs[i])
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight = 0
+	c.queue = append(back, c.queue...)
+	c.trim()
+	return next
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// registerWith registers refs[i] for each i of idx with owner, in batches,
+// and returns the indexes of those it could not.
+func (c *Client) registerWith(ctx context.Context, owner string, refs []Ref, idx []int) (unsent []int) {
+	for len(idx) > 0 {
+		// A batch: as many as fit in MaxEntries and MaxBodyBytes.
+		n, size := 0, emptySize
+		for n < len(idx) && n < MaxEntries && size+refSize(refs[idx[n]]) <= MaxBodyBytes {
+			size += refSize(refs[idx[n]])
+			n++
+		}
+		batch := make([]Ref, n)
+		for j, i := range idx[:n] {
+			batch[j] = refs[i]
+		}
+		var err error
+		if owner == c.cfg.Self {
+			_, err = c.cfg.Local.Register(batch)
+		} else {
+			rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+			var body []byte
+			body, err = c.cfg.Send(rctx, owner, registerPath, encodeRefs(kindRefs, batch))
+			cancel()
+			if err == nil {
+				_, err = decodeAdded(body)
+			}
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				c.errs.Add(1)
+				c.failed(owner, err)
+			}
+			return idx
+		}
+		c.reached(owner)
+		c.registered.Add(uint64(n))
+		idx = idx[n:]
+	}
+	return nil
+}
+
+// Stats returns the client's counters.
+func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	queued := len(c.queue) + c.inFlight
+	c.mu.Unlock()
+	return Stats{
+		Lookups:    c.lookups.Load(),
+		Hits:       c.hits.Load(),
+		Requests:   c.requests.Load(),
+		Registered: c.registered.Load(),
+		Queued:     queued,
+		Dropped:    c.dropped.Load(),
+		Errors:     c.errs.Load(),
+	}
+}

@@ -1,0 +1,371 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeNet is a network of registries that a Client's Send reaches through
+// the wire format, with nodes that can be taken down.
+type fakeNet struct {
+	mu        sync.Mutex
+	regs      map[string]*Registry
+	down      map[string]bool
+	lookups   []int         // size of each lookup request, in arrival order
+	registers int           // register requests
+	gate      chan struct{} // if not nil, lookup requests wait for it to close
+}
+
+func newFakeNet(t *testing.T, nodes ...string) *fakeNet {
+	n := &fakeNet{regs: make(map[string]*Registry), down: make(map[string]bool)}
+	for _, node := range nodes {
+		n.regs[node] = newRegistry(t)
+	}
+	return n
+}
+
+func (n *fakeNet) setDown(node string, down bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down[node] = down
+}
+
+func (n *fakeNet) lookupSizes() []int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]int(nil), n.lookups...)
+}
+
+func (n *fakeNet) send(ctx context.Context, node, path string, body []byte) ([]byte, error) {
+	n.mu.Lock()
+	reg, down, gate := n.regs[node], n.down[node], n.gate
+	n.mu.Unlock()
+	if reg == nil || down {
+		return nil, fmt.Errorf("dial %s: connection refused", node)
+	}
+	switch path {
+	case lookupPath:
+		digests, err := decodeLookup(body)
+		if err != nil {
+			return nil, err
+		}
+		n.mu.Lock()
+		n.lookups = append(n.lookups, len(digests))
+		n.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		found, err := reg.Lookup(digests)
+		if err != nil {
+			return nil, err
+		}
+		return encodeRefs(kindFound, found), nil
+	case registerPath:
+		refs, err := decodeRefs(body, kindRefs)
+		if err != nil {
+			return nil, err
+		}
+		n.mu.Lock()
+		n.registers++
+		n.mu.Unlock()
+		added, err := reg.Register(refs)
+		if err != nil {
+			return nil, err
+		}
+		return encodeAdded(added), nil
+	}
+	return nil, fmt.Errorf("404 %s", path)
+}
+
+// to returns an Owner that names node for every digest.
+func to(node string) func(string) (string, bool) {
+	return func(string) (string, bool) { return node, true }
+}
+
+// run runs c.Run until the test ends.
+func run(t *testing.T, c *Client) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+func TestClientCoalescesLookups(t *testing.T) {
+	const n = 64
+	net := newFakeNet(t, "b")
+	for i := 0; i < n; i += 2 { // the even ones are archived
+		if _, err := net.regs["b"].Register([]Ref{ref(i, 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	net.gate = make(chan struct{})
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send, Window: 20 * time.Millisecond})
+
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			got, ok, err := c.Lookup(context.Background(), digest(i))
+			switch {
+			case err != nil:
+				errs[i] = err
+			case ok != (i%2 == 0):
+				errs[i] = fmt.Errorf("lookup %d: found = %v", i, ok)
+			case ok && !equalRef(got, ref(i, 1)):
+				errs[i] = fmt.Errorf("lookup %d = %+v, want %+v", i, got, ref(i, 1))
+			}
+		})
+	}
+	// Once every caller's digest is in a batch, let the requests through:
+	// at most maxInFlight went out before, and the rest wait in one batch.
+	waitFor(t, func() bool { return c.Stats().Lookups == n })
+	close(net.gate)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	sizes := net.lookupSizes()
+	total := 0
+	for _, s := range sizes {
+		total += s
+	}
+	if len(sizes) > maxInFlight+1 || total != n {
+		t.Errorf("%d lookups went in %d requests of %v digests; want at most %d requests carrying %d",
+			n, len(sizes), sizes, maxInFlight+1, n)
+	}
+	if st := c.Stats(); st.Lookups != n || st.Hits != n/2 || st.Requests != uint64(len(sizes)) || st.Errors != 0 {
+		t.Errorf("Stats = %+v", st)
+	}
+}
+
+func TestClientSplitsAtMaxBatch(t *testing.T) {
+	net := newFakeNet(t, "b")
+	// A window that never passes: only full batches are sent.
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send, Window: time.Hour, MaxBatch: 16})
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			if _, _, err := c.Lookup(context.Background(), digest(i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if sizes := net.lookupSizes(); !slices.Equal(sizes, []int{16, 16, 16, 16}) {
+		t.Errorf("requests of %v digests, want 4 of 16", sizes)
+	}
+
+	// A digest asked twice while its batch is open is asked once.
+	c = NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send, Window: time.Hour})
+	b1, err1 := c.enqueue("b", digest(1))
+	b2, err2 := c.enqueue("b", digest(1))
+	if err1 != nil || err2 != nil || b1 != b2 || !slices.Equal(b1.digests, []string{digest(1)}) {
+		t.Errorf("two lookups of one digest: batches %p, %p holding %v (%v, %v)", b1, b2, b1.digests, err1, err2)
+	}
+	b1.timer.Stop()
+}
+
+func TestClientLocalOwnerMakesNoRequest(t *testing.T) {
+	local := newRegistry(t)
+	if _, err := local.Register([]Ref{ref(1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(context.Context, string, string, []byte) ([]byte, error) {
+		t.Error("Send called for a digest this node owns")
+		return nil, errors.New("no")
+	}
+	c := NewClient(ClientConfig{Self: "a", Owner: to("a"), Local: local, Send: send})
+	got, ok, err := c.Lookup(context.Background(), digest(1))
+	if err != nil || !ok || !equalRef(got, ref(1, 1)) {
+		t.Errorf("Lookup = %+v, %v, %v; want ref 1", got, ok, err)
+	}
+	if _, ok, err := c.Lookup(context.Background(), digest(2)); err != nil || ok {
+		t.Errorf("Lookup(unregistered) = %v, %v", ok, err)
+	}
+	// Registrations of its own digests go to the local registry.
+	run(t, c)
+	c.Register([]Ref{ref(2, 1), ref(3, 1)})
+	waitFor(t, func() bool { return c.Stats().Registered == 2 })
+	if found, err := local.Lookup([]string{digest(2), digest(3)}); err != nil || len(found) != 2 {
+		t.Errorf("local registry holds %v, %v; want refs 2 and 3", found, err)
+	}
+	if st := c.Stats(); st.Requests != 0 || st.Lookups != 2 || st.Hits != 1 || st.Queued != 0 {
+		t.Errorf("Stats = %+v", st)
+	}
+}
+
+func TestClientUnreachableOwner(t *testing.T) {
+	net := newFakeNet(t, "b")
+	net.setDown("b", true)
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send})
+	c.minBackoff, c.maxBackoff = time.Millisecond, 4*time.Millisecond
+
+	if _, _, err := c.Lookup(context.Background(), digest(1)); err == nil {
+		t.Fatal("Lookup with the owner down succeeded")
+	}
+	run(t, c)
+	refs := []Ref{ref(1, 1), ref(2, 1), ref(3, 1)}
+	c.Register(refs)
+	// Register tries, fails and keeps the refs.
+	waitFor(t, func() bool { return c.Stats().Errors >= 3 })
+	if st := c.Stats(); st.Queued != 3 || st.Registered != 0 {
+		t.Errorf("with the owner down, Stats = %+v; want 3 queued", st)
+	}
+	net.setDown("b", false)
+	waitFor(t, func() bool { return c.Stats().Registered == 3 })
+	if st := c.Stats(); st.Queued != 0 || st.Dropped != 0 {
+		t.Errorf("after delivery Stats = %+v", st)
+	}
+	for _, r := range refs {
+		got, ok, err := c.Lookup(context.Background(), r.Digest)
+		if err != nil || !ok || !equalRef(got, r) {
+			t.Errorf("Lookup(%s) after delivery = %+v, %v, %v", r.Digest, got, ok, err)
+		}
+	}
+}
+
+func TestClientQueueDropsOldest(t *testing.T) {
+	net := newFakeNet(t, "b")
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send, MaxQueue: 10})
+	for i := 0; i < 25; i += 5 {
+		c.Register([]Ref{ref(i, 1), ref(i+1, 1), ref(i+2, 1), ref(i+3, 1), ref(i+4, 1)})
+	}
+	bad := ref(99, 1)
+	bad.URL = ""
+	c.Register([]Ref{bad})
+	if st := c.Stats(); st.Queued != 10 || st.Dropped != 16 {
+		t.Fatalf("Stats = %+v; want 10 queued, 15 dropped by the bound and 1 invalid", st)
+	}
+	run(t, c)
+	waitFor(t, func() bool { return c.Stats().Registered == 10 })
+	reg := net.regs["b"]
+	for i := range 25 {
+		found, err := reg.Lookup([]string{digest(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i >= 15; (len(found) == 1) != want {
+			t.Errorf("ref %d registered = %v, want %v (the newest 10 kept)", i, len(found) == 1, want)
+		}
+	}
+}
+
+// TestClientQueueBoundCountsRefsPutBack checks that refs an owner did not
+// take go back in front of the queue and are the first dropped.
+func TestClientQueueBoundCountsRefsPutBack(t *testing.T) {
+	net := newFakeNet(t, "b")
+	net.setDown("b", true)
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send, MaxQueue: 5})
+	c.minBackoff, c.maxBackoff = time.Millisecond, 4*time.Millisecond
+	run(t, c)
+	c.Register([]Ref{ref(0, 1), ref(1, 1), ref(2, 1), ref(3, 1), ref(4, 1)})
+	waitFor(t, func() bool { return c.Stats().Errors >= 1 })
+	c.Register([]Ref{ref(5, 1), ref(6, 1), ref(7, 1)})
+	waitFor(t, func() bool { return c.Stats().Dropped == 3 })
+	net.setDown("b", false)
+	waitFor(t, func() bool { return c.Stats().Registered == 5 })
+	for i := range 8 {
+		found, err := net.regs["b"].Lookup([]string{digest(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i >= 3; (len(found) == 1) != want {
+			t.Errorf("ref %d registered = %v, want %v (the newest 5 kept)", i, len(found) == 1, want)
+		}
+	}
+	if st := c.Stats(); st.Dropped != 3 || st.Queued != 0 {
+		t.Errorf("Stats = %+v", st)
+	}
+}
+
+func TestClientFollowsOwnerChange(t *testing.T) {
+	net := newFakeNet(t, "b", "c")
+	net.setDown("b", true)
+	var (
+		mu    sync.Mutex
+		owner = "b"
+	)
+	ownerOf := func(string) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return owner, true
+	}
+	c := NewClient(ClientConfig{Self: "a", Owner: ownerOf, Local: newRegistry(t), Send: net.send})
+	c.minBackoff, c.maxBackoff = time.Millisecond, 4*time.Millisecond
+	run(t, c)
+	c.Register([]Ref{ref(1, 1), ref(2, 1)})
+	waitFor(t, func() bool { return c.Stats().Errors >= 1 })
+	mu.Lock()
+	owner = "c"
+	mu.Unlock()
+	waitFor(t, func() bool { return c.Stats().Registered == 2 })
+	if found, _ := net.regs["c"].Lookup([]string{digest(1), digest(2)}); len(found) != 2 {
+		t.Errorf("new owner holds %v, want refs 1 and 2", found)
+	}
+	if found, _ := net.regs["b"].Lookup([]string{digest(1), digest(2)}); len(found) != 0 {
+		t.Errorf("old owner holds %v, want nothing", found)
+	}
+	// Lookups ask the current owner.
+	if _, ok, err := c.Lookup(context.Background(), digest(1)); err != nil || !ok {
+		t.Errorf("Lookup after the change = %v, %v", ok, err)
+	}
+}
+
+func TestClientLookupErrors(t *testing.T) {
+	net := newFakeNet(t, "b")
+	net.gate = make(chan struct{})
+	defer close(net.gate)
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send})
+	if _, _, err := c.Lookup(context.Background(), "not a digest"); err == nil {
+		t.Error("Lookup of a malformed digest succeeded")
+	}
+
+	// A caller that gives up gets its context's error at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.Lookup(ctx, digest(1))
+		done <- err
+	}()
+	waitFor(t, func() bool { return len(net.lookupSizes()) == 1 }) // the request is stuck at the gate
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Lookup with a cancelled context: err = %v, want context.Canceled", err)
+	}
+
+	none := NewClient(ClientConfig{Self: "a", Owner: func(string) (string, bool) { return "", false }, Local: newRegistry(t), Send: net.send})
+	if _, _, err := none.Lookup(context.Background(), digest(1)); !errors.Is(err, ErrNoOwner) {
+		t.Errorf("Lookup without an owner: err = %v, want ErrNoOwner", err)
+	}
+}
+
+// TestClientIgnoresStrayAnswers checks that an owner's answer about a
+// digest nobody asked for is not handed to a caller.
+func TestClientIgnoresStrayAnswers(t *testing.T) {
+	send := func(_ context.Context, _, _ string, body []byte) ([]byte, error) {
+		if _, err := decodeLookup(body); err != nil {
+			return nil, err
+		}
+		return encodeRefs(kindFound, []Ref{ref(2, 1)}), nil
+	}
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: send})
+	if _, ok, err := c.Lookup(context.Background(), digest(1)); err != nil || ok {
+		t.Errorf("Lookup = %v, %v; want a miss", ok, err)
+	}
+}

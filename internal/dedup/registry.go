@@ -1,0 +1,248 @@
+package dedup
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/peer"
+)
+
+// keyPrefix is the registry's key prefix in the node's database:
+// x/<digest> → the encoded Ref, without its digest.
+const keyPrefix = "x/"
+
+// entryVersion is the first byte of a stored entry.
+const entryVersion = 1
+
+// A Registry is the owner's side: for each digest this node owns, where
+// the payload was first archived in the network. It is safe for concurrent
+// use.
+type Registry struct {
+	db *pebble.DB
+	// mu makes Register's test-and-set atomic, so that the first
+	// registration of a digest is the one kept.
+	mu sync.Mutex
+}
+
+// NewRegistry returns the registry kept in db under the key prefix "x/".
+func NewRegistry(db *pebble.DB) *Registry { return &Registry{db: db} }
+
+// Lookup returns the Refs of those of digests that are registered, in the
+// order of digests, one per distinct digest.
+func (r *Registry) Lookup(digests []string) ([]Ref, error) {
+	var found []Ref
+	for i, d := range digests {
+		if dupBefore(digests, i) {
+			continue
+		}
+		ref, ok, err := r.get(r.db, d)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			found = append(found, ref)
+		}
+	}
+	return found, nil
+}
+
+// dupBefore reports whether digests[i] occurs before i. Lists are short
+// (a batch), and most have no repeats.
+func dupBefore(digests []string, i int) bool {
+	for _, d := range digests[:i] {
+		if d == digests[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// Register records each of refs whose digest is not registered yet; the
+// first registration of a digest wins, within refs as across calls. It
+// returns how many were new, once they are durable. A ref that is not
+// valid (an empty field, a field over its Max…Bytes, a time outside
+// 1970–2262) fails the whole call, and nothing is registered.
+func (r *Registry) Register(refs []Ref) (added int, err error) {
+	for _, ref := range refs {
+		if err := ref.check(); err != nil {
+			return 0, err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.db.NewBatch()
+	defer b.Close()
+	seen := make(map[string]bool, len(refs))
+	for _, ref := range refs {
+		if seen[ref.Digest] {
+			continue
+		}
+		seen[ref.Digest] = true
+		_, ok, err := r.get(r.db, ref.Digest)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			continue
+		}
+		if err := b.Set([]byte(keyPrefix+ref.Digest), encodeEntry(ref), nil); err != nil {
+			return 0, fmt.Errorf("dedup: staging %s: %w", ref.Digest, err)
+		}
+		added++
+	}
+	if added == 0 {
+		return 0, nil
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return 0, fmt.Errorf("dedup: committing registrations: %w", err)
+	}
+	return added, nil
+}
+
+func (r *Registry) get(db pebble.Reader, digest string) (Ref, bool, error) {
+	v, closer, err := db.Get([]byte(keyPrefix + digest))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Ref{}, false, nil
+	}
+	if err != nil {
+		return Ref{}, false, fmt.Errorf("dedup: reading %s: %w", digest, err)
+	}
+	defer closer.Close()
+	ref, err := decodeEntry(digest, v)
+	if err != nil {
+		return Ref{}, false, err
+	}
+	return ref, true, nil
+}
+
+// encodeEntry encodes ref for its key: a version byte, then the URL, the
+// time and the record ID as in the wire format.
+func encodeEntry(ref Ref) []byte {
+	b := make([]byte, 0, refSize(ref)+1)
+	b = append(b, entryVersion)
+	b = appendString(b, ref.URL)
+	b = binary.AppendVarint(b, ref.Time.UnixNano())
+	return appendString(b, ref.RecordID)
+}
+
+func decodeEntry(digest string, v []byte) (Ref, error) {
+	bad := func(err error) (Ref, error) {
+		return Ref{}, fmt.Errorf("dedup: corrupt registry entry for %s: %w", digest, err)
+	}
+	if len(v) == 0 || v[0] != entryVersion {
+		return bad(errors.New("unknown version"))
+	}
+	r := reader{b: v[1:]}
+	ref := Ref{Digest: digest}
+	var err error
+	if ref.URL, err = r.string("URL", MaxURLBytes); err != nil {
+		return bad(err)
+	}
+	ns, err := r.varint()
+	if err != nil {
+		return bad(err)
+	}
+	ref.Time = time.Unix(0, ns).UTC()
+	if ref.RecordID, err = r.string("record ID", MaxRecordIDBytes); err != nil {
+		return bad(err)
+	}
+	if err := r.end(); err != nil {
+		return bad(err)
+	}
+	if err := ref.check(); err != nil {
+		return bad(err)
+	}
+	return ref, nil
+}
+
+// Handler serves the registry to the other nodes of the network, behind a
+// peer.Server (a request that did not come through one is refused, 403):
+//
+//	POST /v1/dedup/lookup     a lookup request → the Refs found (200)
+//	POST /v1/dedup/register   Refs to register → how many were new (200),
+//	                          once they are durable
+//
+// The bodies are described in wire.go. A body that is not well formed or
+// breaks a limit (MaxEntries, MaxDigestBytes, MaxURLBytes,
+// MaxRecordIDBytes) is refused whole with 400 and a message saying why; one
+// over MaxBodyBytes with 413. A registration the database fails to take is
+// answered 503, and the sender tries again later. An answer to a lookup
+// holds at most MaxBodyBytes: Refs that would not fit (only possible with
+// thousands of very long URLs) are left out, which the asker takes as not
+// found — at the cost of a duplicate, never of data.
+func (r *Registry) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != lookupPath && req.URL.Path != registerPath {
+			http.NotFound(w, req)
+			return
+		}
+		if req.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "dedup: method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if _, _, ok := peer.Caller(req.Context()); !ok {
+			http.Error(w, "dedup: not a peer request", http.StatusForbidden)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		body, err := io.ReadAll(io.LimitReader(req.Body, MaxBodyBytes+1))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge) || len(body) > MaxBodyBytes:
+			http.Error(w, fmt.Sprintf("dedup: body over %d bytes", MaxBodyBytes), http.StatusRequestEntityTooLarge)
+			return
+		case err != nil:
+			http.Error(w, "dedup: reading body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var answer []byte
+		if req.URL.Path == lookupPath {
+			digests, err := decodeLookup(body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			found, err := r.Lookup(digests)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			answer = encodeRefs(kindFound, fitting(found))
+		} else {
+			refs, err := decodeRefs(body, kindRefs)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			added, err := r.Register(refs)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			answer = encodeAdded(added)
+		}
+		w.Header().Set("Content-Type", contentType)
+		w.Write(answer)
+	})
+}
+
+// fitting returns the longest prefix of refs whose body fits in
+// MaxBodyBytes.
+func fitting(refs []Ref) []Ref {
+	size := emptySize
+	for i, ref := range refs {
+		size += refSize(ref)
+		if size > MaxBodyBytes {
+			return refs[:i]
+		}
+	}
+	return refs
+}

@@ -1,0 +1,163 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/schedule"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+	"github.com/waggle-archive/waggle/internal/websim"
+)
+
+// A payload archived by one node is not stored again by another: the
+// digest's owner on the ring says where it is, the second node writes a
+// revisit record pointing there, and replay follows the pointer from any
+// node. Every websim site serves the same vendor.min.js.
+func TestContentSeenAcrossNodes(t *testing.T) {
+	web := websim.New(websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+	_, proxyURL := startPoliteProxy(t, web)
+	// One copy of each capture, so that a node's own index knows only the
+	// payloads it fetched: what it knows of others', it learnt by asking.
+	nodes, _ := startNetwork(t, 3, proxyURL, func(c *Config) { c.Replicas = 1 })
+	ctx := context.Background()
+	if _, err := Submit(ctx, nodes[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+
+	type held struct {
+		node string
+		c    index.Capture
+	}
+	var vendor []held
+	byRecord := map[string]held{}
+	byName := map[string]*testNode{}
+	for _, n := range nodes {
+		byName[n.name] = n
+		err := n.LocalCaptures(ctx, func(c index.Capture) bool {
+			byRecord[c.RecordID] = held{n.name, c}
+			if strings.HasSuffix(c.URL, "/js/vendor.min.js") {
+				vendor = append(vendor, held{n.name, c})
+			}
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sites := map[string]bool{}
+	responses, crossNode := 0, 0
+	for _, v := range vendor {
+		sites[urlkey.Site(v.c.URL)] = true
+		if v.c.Type == warc.TypeResponse {
+			responses++
+		}
+	}
+	if len(vendor) < 3 || len(sites) < 2 {
+		t.Fatalf("websim served vendor.min.js %d times on %d sites; the test needs more", len(vendor), len(sites))
+	}
+	for _, v := range vendor {
+		if v.c.Type != warc.TypeRevisit {
+			continue
+		}
+		rec, err := byName[v.node].local.Record(ctx, v.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig, ok := byRecord[rec.Header.Get("WARC-Refers-To")]
+		if !ok || orig.c.Type != warc.TypeResponse || orig.c.Digest != v.c.Digest {
+			t.Errorf("%s on %s refers to %s, which is not a response of its payload", v.c.URL, v.node, rec.Header.Get("WARC-Refers-To"))
+			continue
+		}
+		if orig.node != v.node {
+			crossNode++
+		}
+	}
+	t.Logf("vendor.min.js: %d captures on %d sites, %d responses, %d revisits pointing at another node",
+		len(vendor), len(sites), responses, crossNode)
+	if responses >= len(vendor) {
+		t.Errorf("every one of %d captures of the same payload stored it", len(vendor))
+	}
+	if crossNode == 0 {
+		t.Error("no node pointed at a payload another node holds")
+	}
+
+	// Any node replays any of them, payload byte for byte.
+	var want []byte
+	for i, v := range vendor {
+		n := nodes[i%len(nodes)]
+		resp, err := http.Get("http://" + n.Addrs().Content + "/web/" + v.c.Timestamp14() + "id_/" + v.c.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(body) == 0 {
+			t.Errorf("%s replaying %s (%s on %s): %s", n.name, v.c.URL, v.c.Type, v.node, resp.Status)
+			continue
+		}
+		if want == nil {
+			want = body
+		} else if !bytes.Equal(body, want) {
+			t.Errorf("%s replays %s as %d bytes, another capture of the payload as %d", n.name, v.c.URL, len(body), len(want))
+		}
+	}
+}
+
+// Nodes revisit their own sites as URLs fall due, with conditional GETs,
+// and no URL is revisited by a node that does not hold its site.
+func TestNetworkRecrawl(t *testing.T) {
+	web := websim.New(websim.Config{Seed: 11, Hosts: 8, Pages: 120})
+	_, proxyURL := startPoliteProxy(t, web)
+	rule, err := recrawl.ParseRule("2s,1s,10s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := startNetwork(t, 3, proxyURL, func(c *Config) {
+		c.Replicas = 1
+		c.Crawl.Schedules = recrawl.NewRules(schedule.DefaultPolicy(), rule)
+	})
+	ctx := context.Background()
+	if _, err := Submit(ctx, nodes[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		done := 0
+		for _, n := range nodes {
+			if st := n.Status(ctx); st.Crawl.Captures > 0 && st.Crawl.Revisits.NotModified > 0 {
+				done++
+			}
+		}
+		if done == len(nodes) {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, n := range nodes {
+				t.Logf("%s: %+v", n.name, n.Status(ctx).Crawl)
+			}
+			t.Fatal("not every node revisited its pages")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, n := range nodes {
+		err := n.LocalCaptures(ctx, func(c index.Capture) bool {
+			if owner := n.router.Owner(urlkey.Site(c.URL)); owner != "" && c.Type == warc.TypeRevisit {
+				t.Errorf("%s revisited %s, whose site %s holds", n.name, c.URL, owner[:8])
+			}
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := n.Status(ctx).Crawl
+		t.Logf("%s: %d captures, revisits %+v, %d queued again", n.name, st.Captures, st.Revisits, st.RevisitsQueued)
+	}
+}

@@ -1,0 +1,352 @@
+// Package recrawl keeps what a node remembers of every URL it has visited,
+// so that it can visit each again on its schedule (package schedule) and
+// ask the server only for what changed: the validators of the last capture
+// for a conditional GET, the payload digest and the record that holds it
+// for a revisit record, and the links the page had, so that only new ones
+// are routed again.
+//
+// Entries live in the node's pebble database, written into the crawler's
+// batches so that they change atomically with the capture they describe:
+//
+//	v/u/<key>                               → entry
+//	v/d/<due, Unix seconds BE u64><key>     → ""     due queue
+//
+// Entries are per Key: URLs that differ only in what SURT leaves out of
+// a path (a session ID, the order of query parameters) are one resource,
+// visited once per schedule.
+// An entry whose URL is queued for its visit has no due key: the visit's
+// commit writes it again with the next due time.
+package recrawl
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/schedule"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+)
+
+const (
+	entryPrefix = "v/u/"
+	duePrefix   = "v/d/"
+)
+
+// Ref names the response record that holds a payload, as a revisit
+// record's WARC-Refers-To fields do.
+type Ref struct {
+	URL      string
+	Time     time.Time
+	RecordID string
+}
+
+// Entry is what is remembered of one URL.
+type Entry struct {
+	URL   string // the URL last visited
+	Depth int    // hops from a seed, as first queued
+	Embed bool   // a page requisite
+
+	State schedule.State
+	// Due is when the URL is to be visited next; zero while it is queued
+	// for a visit.
+	Due time.Time
+
+	// Of the last capture; all empty when the last visit captured nothing.
+	ETag         string
+	LastModified string
+	Digest       string // payload digest ("sha1:…")
+	MIME         string
+	SimHash      uint64
+	Payload      Ref // the response record holding the payload
+	// Links are hashes (LinkHash) of the outlinks of the last capture
+	// whose payload changed, sorted.
+	Links []uint64
+}
+
+// Captured reports whether the last visit left a capture to compare with.
+func (e *Entry) Captured() bool { return e.Payload.RecordID != "" }
+
+// HasLink reports whether the last changed capture linked to u.
+func (e *Entry) HasLink(h uint64) bool {
+	_, ok := slices.BinarySearch(e.Links, h)
+	return ok
+}
+
+// LinkHash is the 64-bit FNV-1a hash of a URL, the form Entry.Links keeps.
+// A collision can only make a new link look old, for one visit of one page.
+func LinkHash(u string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(u); i++ {
+		h ^= uint64(u[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// MaxLinks bounds the links an entry remembers; a page with more has its
+// first MaxLinks remembered, and the rest count as new on every change.
+const MaxLinks = 4096
+
+// SetLinks remembers the hashes of urls.
+func (e *Entry) SetLinks(urls []string) {
+	hs := make([]uint64, 0, min(len(urls), MaxLinks))
+	for _, u := range urls {
+		if len(hs) == MaxLinks {
+			break
+		}
+		hs = append(hs, LinkHash(u))
+	}
+	slices.Sort(hs)
+	e.Links = slices.Compact(hs)
+}
+
+// Key is the identity of url's entry: its scheme and host as they are,
+// then the path and query of its SURT key, or url itself when it has none.
+// The host stays whole because example.com often only redirects to
+// www.example.com: one resource per name, but the same resource whatever
+// session ID or parameter order the path carries. The host is taken from
+// the canonical URL, so that a default port, a fragment or credentials do
+// not make a second entry for the same resource.
+func Key(url string) string {
+	c, err := urlkey.Canonical("", url)
+	if err != nil {
+		return url
+	}
+	k, err := urlkey.SURT(c)
+	scheme, _, ok := strings.Cut(c, "://")
+	i := strings.Index(k, ")")
+	if err != nil || !ok || i < 0 {
+		return url
+	}
+	return scheme + "://" + urlkey.Host(c) + k[i+1:]
+}
+
+// Get returns the entry of url. r is the database or an indexed batch.
+func Get(r pebble.Reader, url string) (Entry, bool, error) { return getKey(r, Key(url)) }
+
+func getKey(r pebble.Reader, key string) (Entry, bool, error) {
+	v, closer, err := r.Get(entryKey(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Entry{}, false, nil
+	}
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("recrawl: %w", err)
+	}
+	defer closer.Close()
+	e, err := decodeEntry(v)
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("recrawl: entry of %.200q: %w", key, err)
+	}
+	return e, true, nil
+}
+
+// Put stages e into b, replacing old (the entry as it was, or nil) and its
+// place in the due queue.
+func Put(b *pebble.Batch, old *Entry, e Entry) error {
+	key := Key(e.URL)
+	if old != nil && !old.Due.IsZero() {
+		if err := b.Delete(dueKey(old.Due, Key(old.URL)), nil); err != nil {
+			return fmt.Errorf("recrawl: %w", err)
+		}
+	}
+	if err := b.Set(entryKey(key), encodeEntry(e), nil); err != nil {
+		return fmt.Errorf("recrawl: %w", err)
+	}
+	if !e.Due.IsZero() {
+		if err := b.Set(dueKey(e.Due, key), nil, nil); err != nil {
+			return fmt.Errorf("recrawl: %w", err)
+		}
+	}
+	return nil
+}
+
+// Take stages into b that e is queued for its visit: it leaves the due
+// queue, and the visit's commit puts it back with its next due time.
+func Take(b *pebble.Batch, e Entry) error {
+	taken := e
+	taken.Due = time.Time{}
+	return Put(b, &e, taken)
+}
+
+// Due calls fn with each entry due at or before t, earliest first, until
+// fn returns false.
+func Due(db *pebble.DB, t time.Time, fn func(Entry) bool) error {
+	hi := dueKey(t.Add(time.Second), "")
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte(duePrefix), UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("recrawl: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) < len(duePrefix)+8 {
+			return fmt.Errorf("recrawl: corrupt due key %q", k)
+		}
+		key := string(k[len(duePrefix)+8:])
+		e, ok, err := getKey(db, key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("recrawl: due key of %.200q has no entry", key)
+		}
+		if !fn(e) {
+			break
+		}
+	}
+	return it.Error()
+}
+
+// Next returns the earliest due time, if any URL is waiting.
+func Next(db *pebble.DB) (time.Time, bool, error) {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte(duePrefix), UpperBound: []byte("v/e")})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("recrawl: %w", err)
+	}
+	defer it.Close()
+	if !it.First() {
+		return time.Time{}, false, it.Error()
+	}
+	k := it.Key()
+	if len(k) < len(duePrefix)+8 {
+		return time.Time{}, false, fmt.Errorf("recrawl: corrupt due key %q", k)
+	}
+	return time.Unix(int64(binary.BigEndian.Uint64(k[len(duePrefix):])), 0).UTC(), true, nil
+}
+
+// Count returns how many URLs have entries and how many of them are due
+// at or before t.
+func Count(db *pebble.DB, t time.Time) (entries, due int, err error) {
+	count := func(lo, hi []byte) (int, error) {
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return 0, fmt.Errorf("recrawl: %w", err)
+		}
+		defer it.Close()
+		n := 0
+		for it.First(); it.Valid(); it.Next() {
+			n++
+		}
+		return n, it.Error()
+	}
+	if entries, err = count([]byte(entryPrefix), []byte("v/v")); err != nil {
+		return 0, 0, err
+	}
+	due, err = count([]byte(duePrefix), dueKey(t.Add(time.Second), ""))
+	return entries, due, err
+}
+
+func entryKey(url string) []byte { return append([]byte(entryPrefix), url...) }
+
+func dueKey(t time.Time, url string) []byte {
+	k := make([]byte, 0, len(duePrefix)+8+len(url))
+	k = append(k, duePrefix...)
+	k = binary.BigEndian.AppendUint64(k, uint64(max(t.Unix(), 0)))
+	return append(k, url...)
+}
+
+// The value encoding: a version byte, then uvarint-length-prefixed
+// fields in a fixed order (see encodeEntry).
+const entryVersion = 1
+
+// maxDepth bounds the depth of a stored entry, far beyond any crawl's.
+const maxDepth = 1 << 16
+
+func encodeEntry(e Entry) []byte {
+	state, _ := e.State.MarshalBinary() // cannot fail
+	b := make([]byte, 0, 64+len(e.URL)+len(state)+len(e.ETag)+len(e.LastModified)+len(e.Digest)+len(e.Payload.URL)+len(e.Payload.RecordID)+8*len(e.Links))
+	b = append(b, entryVersion)
+	// Depth is clamped to what decodeEntry accepts: an entry that cannot
+	// be read back would stop the due queue at it.
+	b = binary.AppendUvarint(b, uint64(min(max(e.Depth, 0), maxDepth)))
+	flags := byte(0)
+	if e.Embed {
+		flags |= 1
+	}
+	b = append(b, flags)
+	var due int64
+	if !e.Due.IsZero() {
+		due = e.Due.Unix()
+	}
+	b = binary.AppendVarint(b, due)
+	var payloadTime int64
+	if !e.Payload.Time.IsZero() {
+		payloadTime = e.Payload.Time.UnixNano()
+	}
+	b = binary.AppendVarint(b, payloadTime)
+	b = binary.BigEndian.AppendUint64(b, e.SimHash)
+	for _, s := range [...]string{e.URL, string(state), e.ETag, e.LastModified, e.Digest, e.MIME, e.Payload.URL, e.Payload.RecordID} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(e.Links)))
+	for _, h := range e.Links {
+		b = binary.BigEndian.AppendUint64(b, h)
+	}
+	return b
+}
+
+var errCorrupt = errors.New("corrupt entry")
+
+func decodeEntry(v []byte) (Entry, error) {
+	if len(v) == 0 || v[0] != entryVersion {
+		return Entry{}, errCorrupt
+	}
+	r := bytes.NewReader(v[1:])
+	var e Entry
+	depth, err := binary.ReadUvarint(r)
+	if err != nil || depth > maxDepth {
+		return Entry{}, errCorrupt
+	}
+	e.Depth = int(depth)
+	flags, err := r.ReadByte()
+	if err != nil || flags > 1 {
+		return Entry{}, errCorrupt
+	}
+	e.Embed = flags&1 != 0
+	due, err1 := binary.ReadVarint(r)
+	payloadTime, err2 := binary.ReadVarint(r)
+	var sh [8]byte
+	_, err3 := r.Read(sh[:])
+	if err1 != nil || err2 != nil || err3 != nil || r.Len() < 0 {
+		return Entry{}, errCorrupt
+	}
+	e.SimHash = binary.BigEndian.Uint64(sh[:])
+	if due != 0 {
+		e.Due = time.Unix(due, 0).UTC()
+	}
+	if payloadTime != 0 {
+		e.Payload.Time = time.Unix(0, payloadTime).UTC()
+	}
+	var state string
+	for _, s := range [...]*string{&e.URL, &state, &e.ETag, &e.LastModified, &e.Digest, &e.MIME, &e.Payload.URL, &e.Payload.RecordID} {
+		n, err := binary.ReadUvarint(r)
+		if err != nil || n > uint64(r.Len()) {
+			return Entry{}, errCorrupt
+		}
+		buf := make([]byte, n)
+		r.Read(buf)
+		*s = string(buf)
+	}
+	if err := e.State.UnmarshalBinary([]byte(state)); err != nil {
+		return Entry{}, err
+	}
+	n, err := binary.ReadUvarint(r)
+	// n is bounded before it is multiplied, so that a huge count cannot
+	// wrap around to match the bytes left.
+	if err != nil || n > MaxLinks || n*8 != uint64(r.Len()) {
+		return Entry{}, errCorrupt
+	}
+	e.Links = make([]uint64, n)
+	for i := range e.Links {
+		r.Read(sh[:])
+		e.Links[i] = binary.BigEndian.Uint64(sh[:])
+	}
+	return e, nil
+}

@@ -1,0 +1,107 @@
+package recrawl
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/schedule"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+)
+
+// A Rule gives the schedule of the URLs under a prefix.
+type Rule struct {
+	Prefix string // a URL prefix; "" for every URL
+	key    string // its SURT form, which http/https and www. share
+	Policy schedule.Policy
+}
+
+// ParseRule parses "[URL-PREFIX=]INTERVAL[,MIN,MAX]", as the --revisit
+// flag takes it: the default interval of the URLs under the prefix and the
+// bounds the adaptive schedule keeps to. Without bounds they are a 24th of
+// the interval (at least a second) and 30 times it.
+func ParseRule(s string) (Rule, error) {
+	var r Rule
+	spec := s
+	if i := strings.LastIndexByte(s, '='); i >= 0 {
+		r.Prefix, spec = strings.TrimSpace(s[:i]), s[i+1:]
+		key, err := urlkey.SURT(r.Prefix)
+		if err != nil {
+			return Rule{}, fmt.Errorf("recrawl: rule %q: prefix: %w", s, err)
+		}
+		r.key = strings.TrimSuffix(key, "/")
+		if strings.HasSuffix(r.Prefix, "/") && !strings.HasSuffix(r.key, ")") {
+			r.key += "/"
+		}
+	}
+	parts := strings.Split(spec, ",")
+	if len(parts) != 1 && len(parts) != 3 {
+		return Rule{}, fmt.Errorf("recrawl: rule %q: want INTERVAL or INTERVAL,MIN,MAX", s)
+	}
+	var ds [3]time.Duration
+	for i, p := range parts {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil {
+			return Rule{}, fmt.Errorf("recrawl: rule %q: %w", s, err)
+		}
+		ds[i] = d
+	}
+	r.Policy = schedule.Policy{Default: ds[0], Min: ds[1], Max: ds[2]}
+	if len(parts) == 1 {
+		r.Policy.Min = max(ds[0]/24, time.Second).Truncate(time.Second)
+		// Capped so that a huge interval fails Validate as too long
+		// rather than wrapping around to a negative maximum.
+		r.Policy.Max = 30 * min(ds[0], time.Duration(math.MaxInt64/30).Truncate(time.Second))
+	}
+	if err := r.Policy.Validate(); err != nil {
+		return Rule{}, fmt.Errorf("recrawl: rule %q: %w", s, err)
+	}
+	return r, nil
+}
+
+// Rules choose a URL's schedule: the rule with the longest prefix that
+// the URL falls under, else the default. The zero Rules give every URL
+// schedule.DefaultPolicy.
+type Rules struct {
+	def   schedule.Policy
+	rules []Rule
+}
+
+// NewRules returns rules with def for URLs no rule covers; a rule without
+// prefix replaces def.
+func NewRules(def schedule.Policy, rules ...Rule) Rules {
+	rs := Rules{def: def}
+	for _, r := range rules {
+		if r.Prefix == "" {
+			rs.def = r.Policy
+			continue
+		}
+		rs.rules = append(rs.rules, r)
+	}
+	return rs
+}
+
+// For returns the schedule of url.
+func (rs Rules) For(url string) schedule.Policy {
+	def := rs.def
+	if def == (schedule.Policy{}) {
+		def = schedule.DefaultPolicy()
+	}
+	if len(rs.rules) == 0 {
+		return def
+	}
+	key, err := urlkey.SURT(url)
+	if err != nil {
+		return def
+	}
+	best, n := def, -1
+	for _, r := range rs.rules {
+		// SURT strips a path's trailing slash, so a directory's own URL
+		// (key "…/a") falls under its rule ("…/a/") only with it put back.
+		if len(r.key) > n && (strings.HasPrefix(key, r.key) || key+"/" == r.key) {
+			best, n = r.Policy, len(r.key)
+		}
+	}
+	return best
+}

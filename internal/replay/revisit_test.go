@@ -1,0 +1,295 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/waggle-archive/waggle/internal/archive"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+const (
+	newsPage = `<!doctype html><html><head><title>News</title></head><body><a href="/a">A</a><img src="/logo.png"></body></html>`
+	vendorJS = `/*! vendor v1 */ function v(){return 1}`
+)
+
+// revisitArchive holds the three kinds of revisit record the crawler
+// writes, and revisits that cannot be replayed.
+func revisitArchive(t *testing.T) *testArchive {
+	t.Helper()
+	html := "Content-Type: text/html; charset=utf-8\r\n"
+	js := "Content-Type: application/javascript\r\n"
+	return newTestArchive(t, []fixture{
+		{url: "http://news.example/", at: "20240101000000", body: newsPage,
+			header: html + "Date: Mon, 01 Jan 2024 00:00:00 GMT\r\nETag: \"v1\"\r\nLast-Modified: Sun, 31 Dec 2023 00:00:00 GMT\r\nCache-Control: max-age=60\r\n"},
+		// (a) The server answered the conditional GET with 304: new Date and
+		// Cache-Control, no Content-Type, no body.
+		{url: "http://news.example/", at: "20240201000000", body: newsPage, revisit: true, notModified: true,
+			header: "Date: Thu, 01 Feb 2024 00:00:00 GMT\r\nETag: \"v1\"\r\nCache-Control: max-age=120\r\n"},
+		// (b) A 200 with the same payload.
+		{url: "http://news.example/", at: "20240301000000", body: newsPage, revisit: true,
+			header: html + "Date: Fri, 01 Mar 2024 00:00:00 GMT\r\nX-Served-By: march\r\n"},
+
+		// (c) The same script archived first under another host, referred
+		// to by URI and date, and (cdn-c) by payload digest alone.
+		{url: "http://cdn-a.example/vendor.js", at: "20240110000000", header: js, body: vendorJS},
+		{url: "http://cdn-b.example/vendor.js", at: "20240115000000", header: js + "X-Served-By: b\r\n", body: vendorJS, revisit: true},
+		{url: "http://cdn-c.example/lib/vendor.js", at: "20240116000000", header: js, body: vendorJS, revisit: true, byDigest: true},
+
+		// A revisit of a capture that is not in the archive.
+		{url: "http://gone.example/", at: "20240201000000", header: html, body: "<p>lost</p>", revisit: true,
+			refersTo: "http://gone.example/ 20240101000000"},
+		// A revisit of a revisit whose payload is nowhere.
+		{url: "http://chain.example/", at: "20240201000000", header: html, body: "<p>chained</p>", revisit: true,
+			refersTo: "http://chain.example/ 20240101000000"},
+		{url: "http://chain.example/", at: "20240301000000", header: html, body: "<p>chained</p>", revisit: true,
+			refersTo: "http://chain.example/ 20240201000000"},
+	})
+}
+
+func TestRevisitIdentityIsTheOriginalPayloadAtItsOwnDate(t *testing.T) {
+	a := revisitArchive(t)
+	for _, tc := range []struct {
+		name, path, body, date, ctype string
+	}{
+		{"server-not-modified", "20240201000000id_/http://news.example/", newsPage, "Thu, 01 Feb 2024 00:00:00 GMT", "text/html; charset=utf-8"},
+		{"identical-payload", "20240301000000id_/http://news.example/", newsPage, "Fri, 01 Mar 2024 00:00:00 GMT", "text/html; charset=utf-8"},
+		{"other URL", "20240115000000id_/http://cdn-b.example/vendor.js", vendorJS, "Mon, 15 Jan 2024 00:00:00 GMT", "application/javascript"},
+		{"other URL by digest", "20240116000000id_/http://cdn-c.example/lib/vendor.js", vendorJS, "Tue, 16 Jan 2024 00:00:00 GMT", "application/javascript"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := get(t, a.content.URL+"/web/"+tc.path)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d, want 200: %q", resp.StatusCode, body)
+			}
+			if body != tc.body {
+				t.Errorf("payload %q, want %q", body, tc.body)
+			}
+			if got := resp.Header.Get("Content-Length"); got != fmt.Sprint(len(tc.body)) {
+				t.Errorf("Content-Length %q, want %d", got, len(tc.body))
+			}
+			if got := resp.Header.Get("Memento-Datetime"); got != tc.date {
+				t.Errorf("Memento-Datetime %q, want the revisit's own %q", got, tc.date)
+			}
+			if got := resp.Header.Get("Content-Type"); got != tc.ctype {
+				t.Errorf("Content-Type %q, want %q", got, tc.ctype)
+			}
+			// The record replayed is the revisit, not its original.
+			c := a.caps[strings.SplitN(tc.path, "/", 2)[1]+" "+tc.path[:14]]
+			if want := fmt.Sprintf("%s:%d", c.Segment, c.Offset); resp.Header.Get("X-Archive-Src") != want {
+				t.Errorf("X-Archive-Src %q, want the revisit's %q", resp.Header.Get("X-Archive-Src"), want)
+			}
+		})
+	}
+}
+
+// A 304 says what changed: its own headers replace the original's, and
+// the original's describe the payload the 304 has not got.
+func TestNotModifiedRevisitMergesHeaders(t *testing.T) {
+	a := revisitArchive(t)
+	resp, _ := get(t, a.content.URL+"/web/20240201000000id_/http://news.example/")
+	for k, want := range map[string]string{
+		"X-Archive-Orig-Date":          "Thu, 01 Feb 2024 00:00:00 GMT", // the 304's, not January's
+		"X-Archive-Orig-Cache-Control": "max-age=120",
+		"X-Archive-Orig-Etag":          `"v1"`,
+		"Last-Modified":                "Sun, 31 Dec 2023 00:00:00 GMT", // only the original had it
+		"Content-Type":                 "text/html; charset=utf-8",
+	} {
+		if got := resp.Header.Values(k); len(got) != 1 || got[0] != want {
+			t.Errorf("%s %q, want %q", k, got, want)
+		}
+	}
+}
+
+// An identical-payload revisit of another URL replays its own headers, not
+// those of the URL the bytes were first archived under.
+func TestIdenticalPayloadRevisitKeepsItsOwnHeaders(t *testing.T) {
+	a := revisitArchive(t)
+	resp, _ := get(t, a.content.URL+"/web/20240115000000id_/http://cdn-b.example/vendor.js")
+	if resp.Header.Get("X-Archive-Orig-X-Served-By") != "b" {
+		t.Errorf("revisit should carry its own headers: %v", resp.Header)
+	}
+}
+
+func TestRevisitPageIsRewrittenAtItsOwnDate(t *testing.T) {
+	a := revisitArchive(t)
+	for _, ts := range []string{"20240201000000", "20240301000000"} {
+		resp, body := get(t, a.content.URL+"/web/"+ts+"mp_/http://news.example/")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s mp_: %d %q", ts, resp.StatusCode, body)
+		}
+		for _, want := range []string{
+			`<title>News</title>`,
+			`href="/web/` + ts + `mp_/http://news.example/a"`,
+			`"ts":"` + ts + `"`, // the injected script knows which capture it is in
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s mp_ lacks %q:\n%s", ts, want, body)
+			}
+		}
+		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Errorf("%s mp_ Content-Type %q", ts, resp.Header.Get("Content-Type"))
+		}
+	}
+
+	resp, body := get(t, a.ui.URL+"/web/20240201000000/http://news.example/")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("banner: %d %q", resp.StatusCode, body)
+	}
+	for _, want := range []string{"1 Feb 2024 00:00:00 UTC", a.content.URL + "/web/20240201000000mp_/http://news.example/"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("banner lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "1 Jan 2024 00:00:00 UTC") {
+		t.Errorf("banner shows the original's date:\n%s", body)
+	}
+	if got := resp.Header.Get("Memento-Datetime"); got != "Thu, 01 Feb 2024 00:00:00 GMT" {
+		t.Errorf("banner Memento-Datetime %q", got)
+	}
+}
+
+// A revisit that cannot be resolved is an error that says why, never an
+// empty 200 or a 304.
+func TestUnresolvableRevisitIsAClearError(t *testing.T) {
+	a := revisitArchive(t)
+	for _, tc := range []struct{ path, want string }{
+		{"20240201000000id_/http://gone.example/", "not in the archive"},
+		{"20240201000000mp_/http://gone.example/", "not in the archive"},
+		{"20240301000000id_/http://chain.example/", "another revisit"},
+		{"20240301000000mp_/http://chain.example/", "another revisit"},
+	} {
+		resp, body := get(t, a.content.URL+"/web/"+tc.path)
+		if resp.StatusCode != http.StatusInternalServerError {
+			t.Errorf("%s: %d, want 500", tc.path, resp.StatusCode)
+		}
+		if !strings.Contains(body, "cannot be replayed") || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %q, want an explanation containing %q", tc.path, body, tc.want)
+		}
+	}
+}
+
+// revisitByDigest is an archive whose digest lookup names a revisit, as an
+// index written by another tool might.
+type revisitByDigest struct {
+	*archive.Local
+	revisit index.Capture
+}
+
+func (r revisitByDigest) ByDigest(context.Context, index.Capture, string) (index.Capture, bool, error) {
+	return r.revisit, true, nil
+}
+
+// mislabelled is an archive whose index calls every capture a response,
+// so that a revisit's original may turn out to be a revisit only once read.
+type mislabelled struct{ *archive.Local }
+
+func (m mislabelled) Captures(ctx context.Context, key string, reverse bool, fn func(index.Capture) (bool, error)) error {
+	return m.Local.Captures(ctx, key, reverse, func(c index.Capture) (bool, error) {
+		c.Type = warc.TypeResponse
+		return fn(c)
+	})
+}
+
+func TestRevisitOfARevisitIsRefused(t *testing.T) {
+	html := "Content-Type: text/html; charset=utf-8\r\n"
+	fixtures := []fixture{
+		{url: "http://chain.example/", at: "20240201000000", header: html, body: "<p>chained</p>", revisit: true,
+			refersTo: "http://chain.example/ 20240101000000"},
+		{url: "http://chain.example/", at: "20240301000000", header: html, body: "<p>chained</p>", revisit: true, byDigest: true,
+			refersTo: "http://chain.example/ 20240201000000"},
+		{url: "http://chain.example/", at: "20240401000000", header: html, body: "<p>chained</p>", revisit: true,
+			refersTo: "http://chain.example/ 20240201000000"},
+	}
+	for _, tc := range []struct {
+		name string
+		via  func(*archive.Local) archive.Archive
+		ts   []string
+	}{
+		// The 0301 revisit is resolved by digest to the 0201 revisit; the
+		// 0401 one names 0201 itself, and then its digest.
+		{"digest names a revisit", func(l *archive.Local) archive.Archive {
+			var first index.Capture
+			l.Captures(context.Background(), "example,chain)/", false, func(c index.Capture) (bool, error) {
+				first = c
+				return false, nil
+			})
+			return revisitByDigest{l, first}
+		}, []string{"20240301000000", "20240401000000"}},
+		// The 0401 revisit names 0201, which the index calls a response.
+		{"index says response", func(l *archive.Local) archive.Archive { return mislabelled{l} }, []string{"20240401000000"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newTestArchiveVia(t, fixtures, tc.via)
+			for _, ts := range tc.ts {
+				resp, body := get(t, a.content.URL+"/web/"+ts+"id_/http://chain.example/")
+				if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "another revisit") {
+					t.Errorf("%s: %d %q, want 500 naming the revisit chain", ts, resp.StatusCode, body)
+				}
+			}
+		})
+	}
+}
+
+// A site that redirects http to https is captured twice in one second
+// under one URL key: a revisit names the capture that holds its payload.
+func TestRevisitFindsItsOriginalAmongCapturesOfOneSecond(t *testing.T) {
+	html := "Content-Type: text/html; charset=utf-8\r\n"
+	for _, byDigest := range []bool{false, true} {
+		a := newTestArchive(t, []fixture{
+			{url: "http://site.example/", at: "20240101000000.1", status: 301, header: "Location: https://site.example/\r\n"},
+			{url: "https://site.example/", at: "20240101000000.4", header: html, body: newsPage},
+			{url: "https://site.example/", at: "20240101000000.7", header: html, body: "<p>changed within the second</p>"},
+			{url: "https://site.example/", at: "20240201000000", header: html, body: newsPage, revisit: true, byDigest: byDigest},
+		})
+		resp, body := get(t, a.content.URL+"/web/20240201000000id_/https://site.example/")
+		if resp.StatusCode != http.StatusOK || body != newsPage {
+			t.Errorf("byDigest %v: %d %q, want 200 and the https capture's payload", byDigest, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestCDXAndTimeMapListRevisits(t *testing.T) {
+	a := revisitArchive(t)
+	resp, body := get(t, a.ui.URL+"/cdx?url=http://news.example/&output=json")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("cdx: %d %q", resp.StatusCode, body)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("cdx line %q: %v", line, err)
+		}
+		got = append(got, fmt.Sprintf("%v %v %v", m["timestamp"], m["mime"], m["status"]))
+	}
+	want := []string{
+		"20240101000000 text/html 200",
+		"20240201000000 warc/revisit 304",
+		"20240301000000 warc/revisit 200",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("cdx lists\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	resp, body = get(t, a.ui.URL+"/cdx?url=http://cdn-b.example/vendor.js&output=json")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"warc/revisit"`) || !strings.Contains(body, `"http://cdn-b.example/vendor.js"`) {
+		t.Errorf("cdx of a revisit of another URL: %d %q", resp.StatusCode, body)
+	}
+
+	_, body = get(t, a.ui.URL+"/web/timemap/link/http://news.example/")
+	for _, want := range []string{
+		`<` + a.ui.URL + `/web/20240101000000/http://news.example/>; rel="first memento"; datetime="Mon, 01 Jan 2024 00:00:00 GMT"`,
+		`<` + a.ui.URL + `/web/20240201000000/http://news.example/>; rel="memento"; datetime="Thu, 01 Feb 2024 00:00:00 GMT"`,
+		`<` + a.ui.URL + `/web/20240301000000/http://news.example/>; rel="last memento"; datetime="Fri, 01 Mar 2024 00:00:00 GMT"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("TimeMap lacks %q:\n%s", want, body)
+		}
+	}
+}
