@@ -39,6 +39,7 @@ type result struct {
 	update     func(*pebble.Batch) error // staged into the commit's batch (Update)
 	copies     []Copy                    // records from other nodes (Store)
 	copyIDs    []string                  // their record IDs
+	copyFacts  []copyFacts               // what their records tell (Store)
 	stored     chan<- int                // told how many copies were new (Store)
 	revisit    *revisitOf                // the capture is a revisit of this record
 	simhash    uint64                    // of an HTML page's text

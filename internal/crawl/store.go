@@ -7,10 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/schedule"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
@@ -45,6 +49,7 @@ const copiedPrefix = importedPrefix
 // against its capture and to know its ID.
 func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 	ids := make([]string, len(copies))
+	facts := make([]copyFacts, len(copies))
 	for i, cp := range copies {
 		id, err := memberRecordID(cp.Member)
 		if err != nil {
@@ -54,36 +59,93 @@ func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 			return 0, fmt.Errorf("crawl: copy %d is record %s, but its capture names %s", i, id, cp.Capture.RecordID)
 		}
 		ids[i] = id
-		if c := cp.Capture; c != nil && c.Type == warc.TypeResponse && c.MIME == "text/html" && c.Status == 200 {
-			// Derived from the payload here, as the owner did: a SimHash
-			// is not taken on a peer's word.
-			c.SimHash = memberSimHash(cp.Member)
+		if cp.Capture != nil {
+			facts[i] = factsOf(cp.Member)
 		}
 	}
 	done := make(chan int, 1)
-	err := c.send(ctx, result{copies: copies, copyIDs: ids, stored: done})
+	err := c.send(ctx, result{copies: copies, copyIDs: ids, copyFacts: facts, stored: done})
 	if err != nil {
 		return 0, err
 	}
 	return <-done, nil
 }
 
-// memberSimHash is the SimHash of the HTML page in a response record's
-// gzip member, 0 when it holds none.
-func memberSimHash(member []byte) uint64 {
+// copyFacts are what this node derives from a copied capture's record
+// rather than take on a peer's word: the SimHash of an HTML page, and
+// the validators a revisit of it would send.
+type copyFacts struct {
+	simhash            uint64
+	etag, lastModified string
+}
+
+// factsOf reads the facts of the response or revisit record in a gzip
+// member; zero when it holds neither.
+func factsOf(member []byte) copyFacts {
 	r, err := warc.NewReader(bytes.NewReader(member))
 	if err != nil {
-		return 0
+		return copyFacts{}
 	}
 	rec, _, err := r.Next()
-	if err != nil || rec.Type() != warc.TypeResponse {
-		return 0
+	if err != nil || rec.Type() != warc.TypeResponse && rec.Type() != warc.TypeRevisit {
+		return copyFacts{}
 	}
 	status, h, ok := parseHTTPHead(rec.Block)
 	if !ok {
-		return 0
+		return copyFacts{}
 	}
-	return pageSimHash(status, h, rec.Block)
+	f := copyFacts{etag: h.Get("ETag"), lastModified: h.Get("Last-Modified")}
+	if rec.Type() == warc.TypeResponse {
+		f.simhash = pageSimHash(status, h, rec.Block)
+	}
+	return f
+}
+
+// noteCopy gives a capture copied from another node a re-crawl entry
+// here too (or brings a known one up to date), so that whichever node
+// holds its site next knows when to revisit it and what to compare with.
+// A node queues only the URLs of sites it holds (see queueDue).
+func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) error {
+	old, had, err := recrawl.Get(b, cp.URL)
+	if err != nil {
+		return err
+	}
+	if had && !old.State.LastVisit.Before(cp.Time.Truncate(time.Second)) {
+		return nil // it knows of a visit as recent
+	}
+	policy := c.cfg.Schedules.For(cp.URL)
+	e := old
+	if !had {
+		e = recrawl.Entry{URL: cp.URL}
+		e.State, _ = policy.First(cp.Time)
+	} else {
+		e.URL = cp.URL
+		e.State, _ = policy.Next(old.State, cp.Time, cp.Digest != old.Digest)
+	}
+	if f.etag != "" || cp.Status != http.StatusNotModified {
+		e.ETag = f.etag
+	}
+	if f.lastModified != "" || cp.Status != http.StatusNotModified {
+		e.LastModified = f.lastModified
+	}
+	e.Digest, e.MIME, e.SimHash = cp.Digest, cp.MIME, cp.SimHash
+	switch {
+	case cp.Type == warc.TypeResponse:
+		e.Payload = recrawl.Ref{URL: cp.URL, Time: cp.Time, RecordID: cp.RecordID}
+	case cp.Digest != old.Digest || !had:
+		e.Payload = recrawl.Ref{}
+		if orig, ok, err := index.ByDigest(b, cp.Digest); err == nil && ok {
+			e.Payload = recrawl.Ref{URL: orig.URL, Time: orig.Time, RecordID: orig.RecordID}
+		}
+	}
+	if !had || !old.Due.IsZero() {
+		e.Due = cp.Time.Add(schedule.Jitter(cp.URL, e.State.Interval))
+	}
+	var prev *recrawl.Entry
+	if had {
+		prev = &old
+	}
+	return recrawl.Put(b, prev, e)
 }
 
 // memberRecordID reads the WARC-Record-ID of the record in a gzip member.
@@ -113,6 +175,7 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 	type entry struct {
 		result int
 		cp     *index.Capture
+		facts  copyFacts
 	}
 	var entries []entry
 	seen := map[string]bool{} // record IDs in this group
@@ -129,7 +192,7 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 			}
 			seen[id] = true
 			members = append(members, cp.Member)
-			entries = append(entries, entry{i, cp.Capture})
+			entries = append(entries, entry{i, cp.Capture, r.copyFacts[j]})
 			if cp.Capture == nil {
 				if err := b.Set(index.RecordKey(copiedPrefix, id), nil, nil); err != nil {
 					return nil, fmt.Errorf("crawl: %w", err)
@@ -157,8 +220,9 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 		}
 		cp := *e.cp
 		cp.Segment, cp.Offset, cp.Length, cp.Node = l.Segment, l.Offset, l.Length, ""
+		cp.SimHash = e.facts.simhash
 		if cp.Type == warc.TypeRevisit {
-			cp.SimHash = 0 // of its original, if this node holds it
+			// Its original's, if this node holds it.
 			if first, ok, err := index.ByDigest(b, cp.Digest); err == nil && ok {
 				cp.SimHash = first.SimHash
 			}
@@ -174,6 +238,9 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 					return nil, err
 				}
 			}
+		}
+		if err := c.noteCopy(b, cp, e.facts); err != nil {
+			return nil, err
 		}
 	}
 	return stored, nil

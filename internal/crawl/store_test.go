@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/warc"
 	"github.com/waggle-archive/waggle/internal/websim"
 )
@@ -98,11 +99,43 @@ func TestStoreCopies(t *testing.T) {
 		if !bytes.Equal(b, copies[i].Member) {
 			t.Errorf("%s: stored bytes differ from the original member", w.URL)
 		}
-		if !found.Time.Equal(w.Time) || found.Digest != w.Digest || found.Status != w.Status {
+		if !found.Time.Equal(w.Time) || found.Digest != w.Digest || found.Status != w.Status || found.SimHash != w.SimHash {
 			t.Errorf("%s: index entry %+v, want %+v", w.URL, found, w)
 		}
 	}
 	verifyWARCs(t, dst.Data, got)
+
+	// The copies are scheduled for revisits here as at their source, with
+	// the same validators: whichever node holds a site next revisits it.
+	srcDB, err := OpenDB(src.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstDB, err := OpenDB(dst.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled := 0
+	for _, w := range want {
+		se, ok, err := recrawl.Get(srcDB, w.URL)
+		if err != nil || !ok || se.URL != w.URL || !se.Payload.Time.Equal(w.Time) {
+			continue // robots.txt, or a URL whose entry a later variant took
+		}
+		de, ok, err := recrawl.Get(dstDB, w.URL)
+		if err != nil || !ok {
+			t.Errorf("%s: no re-crawl entry on the copy's node (%v)", w.URL, err)
+			continue
+		}
+		if de.ETag != se.ETag || de.LastModified != se.LastModified || de.Digest != se.Digest || de.Payload != se.Payload || de.Due.IsZero() {
+			t.Errorf("%s: copy's entry %+v, source's %+v", w.URL, de, se)
+		}
+		scheduled++
+	}
+	srcDB.Close()
+	dstDB.Close()
+	if scheduled < len(want)/2 {
+		t.Errorf("only %d of %d copies were compared with their source's schedule", scheduled, len(want))
+	}
 
 	// A copy whose member is not the record its capture names is refused.
 	bad := copies[0]
