@@ -149,6 +149,29 @@ func TestRecrawl(t *testing.T) {
 	if seenChanged == 0 {
 		t.Error("no changed page of this node's was re-archived")
 	}
+
+	// The schedule adapts: a page found changed comes back sooner than
+	// the default day, one found unchanged later.
+	db, err := OpenDB(cfg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	def := schedule.DefaultPolicy().Default
+	adapted := map[bool]int{}
+	for _, p := range web.Pages() {
+		e, ok, err := recrawl.Get(db, p)
+		if err != nil || !ok || e.URL != p || e.State.Visits == 0 {
+			continue // another node's, or not revisited
+		}
+		adapted[changed[p]]++
+		if changed[p] && e.State.Interval >= def || !changed[p] && e.State.Interval <= def {
+			t.Errorf("%s (changed: %v) comes back after %v; the default is %v", p, changed[p], e.State.Interval, def)
+		}
+	}
+	if adapted[true] == 0 || adapted[false] == 0 {
+		t.Errorf("schedules checked: %d changed pages, %d unchanged", adapted[true], adapted[false])
+	}
 }
 
 // checkRevisit checks that a revisit record points at a response record
