@@ -21,9 +21,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/extract"
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/index"
-	"github.com/waggle-archive/waggle/internal/simhash"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/wacz"
 	"github.com/waggle-archive/waggle/internal/warc"
@@ -581,7 +581,7 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 		}
 		cp.Status, cp.MIME = status, mediaType(h, nil)
 		cp.Redirect = redirectOf(uri, status, h)
-		cp.SimHash = pageSimHash(status, h, rec.Block)
+		cp.SimHash = pageSimHash(uri, status, h, rec.Block)
 		if digest == "" {
 			payload, _, err := warc.HTTPPayload(rec.Block)
 			if err != nil {
@@ -600,27 +600,25 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 	return cp, ""
 }
 
-// pageSimHash is the SimHash of the text of an archived HTML page (see
-// package simhash), 0 for anything else: the block of a response record,
-// whose status and header are given.
-func pageSimHash(status int, h http.Header, block []byte) uint64 {
-	if status != http.StatusOK || mediaType(h, nil) != "text/html" {
+// pageSimHash is the SimHash of the text of an archived HTML page, 0 for
+// anything else: the block of a response record of url, whose status and
+// header are given. It reads the page as the crawler did when it fetched
+// it (package extract), so that every node derives the same value.
+func pageSimHash(url string, status int, h http.Header, block []byte) uint64 {
+	if !hasSimHash(status, h) {
 		return 0
 	}
 	payload, _, err := warc.HTTPPayload(block)
 	if err != nil {
 		return 0
 	}
-	body, err := fetch.DecodeContent(payload, h.Get("Content-Encoding"), maxSimHashInput)
+	body, err := fetch.DecodeContent(payload, h.Get("Content-Encoding"), fetch.DefaultMaxDecodedSize)
 	if err != nil && len(body) == 0 {
 		return 0
 	}
-	return simhash.OfHTML(body)
+	res, _ := extract.HTML(body, h.Get("Content-Type"), url, extract.Limits{})
+	return res.SimHash
 }
-
-// maxSimHashInput bounds the decoded page a SimHash is computed over; the
-// simhash package reads no more than this anyway.
-const maxSimHashInput = 16 << 20
 
 // parseHTTPHead parses the status line and header of a raw HTTP response.
 func parseHTTPHead(block []byte) (int, http.Header, bool) {

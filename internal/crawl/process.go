@@ -16,7 +16,6 @@ import (
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
-	"github.com/waggle-archive/waggle/internal/simhash"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
@@ -77,9 +76,16 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 			return r
 		}
 	}
-	prev, err := c.lastVisit(l.URL)
-	if err != nil {
-		log.Error("re-crawl entry unreadable; fetching in full", "err", err)
+	// A URL queued for a revisit is compared with its last visit; a URL
+	// new to the frontier is fetched whole.
+	var prev *recrawl.Entry
+	if l.Revisit {
+		e, ok, err := recrawl.Get(c.db, l.URL)
+		if err != nil {
+			log.Error("re-crawl entry unreadable; fetching in full", "err", err)
+		} else if ok {
+			prev = &e
+		}
 	}
 	cond := conditional(prev)
 	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL, Header: cond})
@@ -115,11 +121,8 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 		r.simhash = r.revisit.simhash
 		return r
 	}
-	if mediaType(resp.Header, resp.Body) == "text/html" && resp.StatusCode == http.StatusOK {
-		r.simhash = simhash.OfHTML(resp.Body)
-	}
 	r.revisit = c.seenElsewhere(ctx, digest, resp)
-	r.outlinks = c.extract(resp, log.Warn)
+	r.outlinks, r.simhash = c.extract(resp, log.Warn)
 	r.queue = c.follow(l.Item, resp, r.outlinks)
 	if prev != nil && prev.Captured() {
 		// A changed page: its links that were there before were routed then.
@@ -128,29 +131,18 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 	return r
 }
 
-// lastVisit returns what is remembered of the last visit of u, or nil.
-func (c *Crawler) lastVisit(u string) (*recrawl.Entry, error) {
-	e, ok, err := recrawl.Get(c.db, u)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return &e, nil
-}
-
-// seenElsewhere returns the record to point at when a payload new to this
-// URL is archived already: by this node (its digest index), or, with a
-// Dedup, anywhere in the network.
+// seenElsewhere returns, for a crawler with a Dedup, the record to point
+// at when a payload new to this URL is archived already: by this node (its
+// digest index), or anywhere in the network. (Without one, the committer's
+// look at the digest index is enough.)
 func (c *Crawler) seenElsewhere(ctx context.Context, digest string, resp *fetch.Response) *revisitOf {
-	if digest == "" || resp.Truncated != "" || !payloadWorthDeduplicating(resp.Raw) {
+	if c.cfg.Dedup == nil || digest == "" || resp.Truncated != "" || !payloadWorthDeduplicating(resp.Raw) {
 		return nil
 	}
 	rv := &revisitOf{profile: warc.ProfileIdenticalPayload, digest: digest}
 	if first, ok, err := index.ByDigest(c.db, digest); err == nil && ok {
 		rv.ref = recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}
 		return rv
-	}
-	if c.cfg.Dedup == nil {
-		return nil
 	}
 	ref, ok, err := c.cfg.Dedup.Lookup(ctx, digest)
 	if err != nil {
@@ -164,9 +156,10 @@ func (c *Crawler) seenElsewhere(ctx context.Context, digest string, resp *fetch.
 	return rv
 }
 
-// extract finds the links of a response: its redirect target, and the links
-// of HTML and CSS bodies.
-func (c *Crawler) extract(resp *fetch.Response, warn func(string, ...any)) []extract.Outlink {
+// extract finds the links of a response — its redirect target, and the
+// links of HTML and CSS bodies — and the SimHash of an HTML page's text
+// (see hasSimHash).
+func (c *Crawler) extract(resp *fetch.Response, warn func(string, ...any)) ([]extract.Outlink, uint64) {
 	var links []extract.Outlink
 	if resp.Location != "" {
 		if u, err := urlkey.Canonical("", resp.Location); err == nil {
@@ -174,8 +167,9 @@ func (c *Crawler) extract(resp *fetch.Response, warn func(string, ...any)) []ext
 		}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 || len(resp.Body) == 0 {
-		return links
+		return links, 0
 	}
+	var sh uint64
 	switch mediaType(resp.Header, resp.Body) {
 	case "text/html", "application/xhtml+xml":
 		res, err := extract.HTML(resp.Body, resp.Header.Get("Content-Type"), resp.URL, extract.Limits{})
@@ -183,10 +177,19 @@ func (c *Crawler) extract(resp *fetch.Response, warn func(string, ...any)) []ext
 			warn("html extraction", "err", err)
 		}
 		links = append(links, res.Links...)
+		if hasSimHash(resp.StatusCode, resp.Header) {
+			sh = res.SimHash
+		}
 	case "text/css":
 		links = append(links, extract.CSS(resp.Body, resp.URL, extract.Limits{})...)
 	}
-	return links
+	return links, sh
+}
+
+// hasSimHash says which captures carry a SimHash: pages labelled HTML
+// that answered 200. Every node decides alike from the archived record.
+func hasSimHash(status int, h http.Header) bool {
+	return status == http.StatusOK && mediaType(h, nil) == "text/html"
 }
 
 // follow decides which outlinks go to the frontier: links inside the scope,

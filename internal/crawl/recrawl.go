@@ -91,15 +91,30 @@ func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string, asked b
 // come back.
 func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now time.Time) error {
 	u := r.lease.URL
-	old, had, err := recrawl.Get(b, u)
-	if err != nil {
-		return err
+	key := ""
+	if cp != nil && cp.URL == u {
+		key = recrawl.KeyOf(u, cp.URLKey) // the SURT key is known: no parsing
+	} else {
+		key = recrawl.Key(u)
+	}
+	var old recrawl.Entry
+	had := false
+	if r.lease.Revisit || cp == nil {
+		// A URL new to the frontier has, most of the time, no entry: its
+		// entry is written without a look, and should another URL of the
+		// same key have one, that is written over and its due key left
+		// for queueDue to drop.
+		var err error
+		if old, had, err = recrawl.GetKey(b, key); err != nil {
+			return err
+		}
 	}
 	policy := c.cfg.Schedules.For(u)
 	e := old
 	if !had {
-		e = recrawl.Entry{URL: u, Depth: r.lease.Depth, Embed: r.lease.Embed}
+		e = recrawl.Entry{Key: key, URL: u, Depth: r.lease.Depth, Embed: r.lease.Embed}
 	}
+	e.URL = u
 	switch {
 	case cp == nil && had:
 		// Nothing learnt of the page: try again after its interval.
@@ -170,20 +185,29 @@ func (c *Crawler) rescheduleLease(b *pebble.Batch, l frontier.Lease, now time.Ti
 func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 	total := 0
 	for {
-		var due []recrawl.Entry
-		err := recrawl.Due(c.db, before, func(e recrawl.Entry) bool {
-			due = append(due, e)
-			return len(due) < recrawlBatch
+		var due, stale []recrawl.Entry
+		err := recrawl.Due(c.db, before, func(e recrawl.Entry, isStale bool) bool {
+			if isStale {
+				stale = append(stale, e)
+			} else {
+				due = append(due, e)
+			}
+			return len(due)+len(stale) < recrawlBatch
 		})
-		if err != nil || len(due) == 0 {
+		if err != nil || len(due)+len(stale) == 0 {
 			return total, err
 		}
 		n := 0
 		err = c.Update(ctx, func(b *pebble.Batch) error {
+			for _, e := range stale {
+				if err := recrawl.DropDue(b, e); err != nil {
+					return err
+				}
+			}
 			items := make([]frontier.Item, 0, len(due))
 			now := time.Now()
 			for _, d := range due {
-				e, ok, err := recrawl.Get(b, d.URL)
+				e, ok, err := recrawl.GetKey(b, d.Key)
 				if err != nil {
 					return err
 				}
@@ -213,7 +237,7 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 		}
 		total += n
 		c.stats.revisitsQueued.Add(int64(n))
-		if len(due) < recrawlBatch {
+		if len(due)+len(stale) < recrawlBatch {
 			return total, nil
 		}
 	}

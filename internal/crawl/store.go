@@ -96,7 +96,7 @@ func factsOf(member []byte) copyFacts {
 	}
 	f := copyFacts{etag: h.Get("ETag"), lastModified: h.Get("Last-Modified")}
 	if rec.Type() == warc.TypeResponse {
-		f.simhash = pageSimHash(status, h, rec.Block)
+		f.simhash = pageSimHash(rec.TargetURI(), status, h, rec.Block)
 	}
 	return f
 }
@@ -106,7 +106,8 @@ func factsOf(member []byte) copyFacts {
 // holds its site next knows when to revisit it and what to compare with.
 // A node queues only the URLs of sites it holds (see queueDue).
 func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) error {
-	old, had, err := recrawl.Get(b, cp.URL)
+	key := recrawl.KeyOf(cp.URL, cp.URLKey)
+	old, had, err := recrawl.GetKey(b, key)
 	if err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) error
 	policy := c.cfg.Schedules.For(cp.URL)
 	e := old
 	if !had {
-		e = recrawl.Entry{URL: cp.URL}
+		e = recrawl.Entry{Key: key, URL: cp.URL}
 		e.State, _ = policy.First(cp.Time)
 	} else {
 		e.URL = cp.URL

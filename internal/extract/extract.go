@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/html/atom"
 	"golang.org/x/net/html/charset"
 
+	"github.com/waggle-archive/waggle/internal/simhash"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 )
 
@@ -40,6 +41,9 @@ type Result struct {
 	Title     string
 	Base      string // effective base URL after <base href>
 	Truncated bool   // a limit was hit; Links holds what was found before it
+	// SimHash is the SimHash of the page's visible text (package
+	// simhash), read in the same pass as the links.
+	SimHash uint64
 }
 
 // Limits bound the work done on one document.
@@ -119,6 +123,7 @@ func HTML(body []byte, contentType, pageURL string, lim Limits) (Result, error) 
 	z.SetMaxBuf(maxTokenBytes)
 	inTitle, inStyle, baseSet := false, false, false
 	var title strings.Builder
+	var visible simhash.Visible // the SimHash comes from the same pass
 	for n := 0; ; n++ {
 		if n >= lim.MaxTokens {
 			res.Truncated = true
@@ -133,14 +138,18 @@ func HTML(body []byte, contentType, pageURL string, lim Limits) (Result, error) 
 		}
 		switch tt {
 		case html.TextToken:
+			text := z.Text()
+			visible.Text(text)
 			if inTitle && title.Len() < 1024 {
-				title.Write(z.Text())
+				title.Write(text)
 			} else if inStyle {
-				cssLinks(c, z.Text(), "style")
+				cssLinks(c, text, "style")
 			}
 		case html.EndTagToken:
 			name, _ := z.TagName()
-			switch atom.Lookup(name) {
+			tag := atom.Lookup(name)
+			visible.Tag(tt, tag)
+			switch tag {
 			case atom.Title:
 				inTitle = false
 			case atom.Style:
@@ -149,6 +158,7 @@ func HTML(body []byte, contentType, pageURL string, lim Limits) (Result, error) 
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, hasAttr := z.TagName()
 			tag := atom.Lookup(name)
+			visible.Tag(tt, tag)
 			switch tag {
 			case atom.Title:
 				inTitle = tt == html.StartTagToken
@@ -171,6 +181,7 @@ func HTML(body []byte, contentType, pageURL string, lim Limits) (Result, error) 
 	}
 	res.Links = c.links
 	res.Title = strings.Join(strings.Fields(title.String()), " ")
+	res.SimHash = visible.Sum()
 	if c.full {
 		res.Truncated = true
 	}

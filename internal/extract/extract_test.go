@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/waggle-archive/waggle/internal/simhash"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 )
 
@@ -214,5 +215,26 @@ func BenchmarkHTML(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		HTML(doc.Bytes(), "text/html; charset=utf-8", page, Limits{})
+	}
+}
+
+// The SimHash read in the extraction pass is the one package simhash
+// gives for the page on its own.
+func TestHTMLSimHash(t *testing.T) {
+	for _, page := range []string{
+		`<html><head><title>News of the day</title><script>var x = "not text";</script></head>
+<body><p>The river rose by <b>three</b> metres overnight.</p><template><p>inert</p></template>
+<div>Residents of the lower town were moved to the school.<br>More at noon.</div></body></html>`,
+		`<p>one two three four five six seven<style>p{}</style><noscript>no</noscript>`,
+		`plain text with no tags at all, but words enough for shingles`,
+		``,
+	} {
+		res, err := HTML([]byte(page), "text/html; charset=utf-8", "http://example.com/", Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := simhash.OfHTML([]byte(page)); res.SimHash != want {
+			t.Errorf("%.40q: SimHash %016x from extraction, %016x from package simhash", page, res.SimHash, want)
+		}
 	}
 }

@@ -115,7 +115,7 @@ func New(cfg Config) (*Fetcher, error) {
 		cfg.MaxBodySize = 50 << 20
 	}
 	if cfg.MaxDecodedSize <= 0 {
-		cfg.MaxDecodedSize = 64 << 20
+		cfg.MaxDecodedSize = DefaultMaxDecodedSize
 	}
 	if cfg.MaxHeaderBytes <= 0 {
 		cfg.MaxHeaderBytes = 1 << 20
@@ -504,6 +504,9 @@ func (f *Fetcher) decode(resp *Response) {
 	}
 	resp.Body = out
 }
+
+// DefaultMaxDecodedSize is the default Config.MaxDecodedSize.
+const DefaultMaxDecodedSize = 64 << 20
 
 // ErrDecodedTooLarge reports a body that decodes to more than the caller's
 // cap: a compression bomb, or simply too big to process.

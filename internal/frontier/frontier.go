@@ -60,6 +60,9 @@ type Item struct {
 	// Seed marks a seed while it is routed to another node; it is not
 	// stored (the crawler keeps its seeds).
 	Seed bool
+	// Revisit marks a URL queued again, by Requeue, to see whether it
+	// changed.
+	Revisit bool
 }
 
 // Lease is an item handed to a worker by Next.
@@ -310,6 +313,7 @@ func (f *Frontier) Requeue(b *pebble.Batch, items []Item) error {
 			f.stats.Dropped["no-host"]++
 			continue
 		}
+		it.Revisit = true
 		f.seq++
 		key := queueKey(it.Host, it.Depth, f.seq)
 		val := encodeItem(it)
@@ -645,12 +649,21 @@ func queueKey(host string, depth int, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
+// Flags of a stored item.
+const (
+	flagEmbed   = 1 << 0
+	flagRevisit = 1 << 1
+)
+
 func encodeItem(it Item) []byte {
 	b := make([]byte, 0, 8+len(it.URL)+len(it.Via)+len(it.Key))
 	b = binary.AppendUvarint(b, uint64(it.Depth))
 	flags := byte(0)
 	if it.Embed {
-		flags = 1
+		flags |= flagEmbed
+	}
+	if it.Revisit {
+		flags |= flagRevisit
 	}
 	b = append(b, flags)
 	for _, s := range []string{it.URL, it.Via, it.Key} {
@@ -668,7 +681,11 @@ func decodeItem(b []byte) (Item, error) {
 	if n <= 0 || len(b) < n+1 {
 		return it, errCorrupt
 	}
-	it.Depth, it.Embed = int(d), b[n] == 1
+	flags := b[n]
+	if flags&^(flagEmbed|flagRevisit) != 0 {
+		return it, errCorrupt
+	}
+	it.Depth, it.Embed, it.Revisit = int(d), flags&flagEmbed != 0, flags&flagRevisit != 0
 	b = b[n+1:]
 	for _, s := range []*string{&it.URL, &it.Via, &it.Key} {
 		l, n := binary.Uvarint(b)

@@ -48,6 +48,9 @@ type Ref struct {
 
 // Entry is what is remembered of one URL.
 type Entry struct {
+	// Key is the entry's identity (see Key), set by Get and Due; Put
+	// computes it from URL when it is empty.
+	Key   string
 	URL   string // the URL last visited
 	Depth int    // hops from a seed, as first queued
 	Embed bool   // a page requisite
@@ -127,10 +130,26 @@ func Key(url string) string {
 	return scheme + "://" + urlkey.Host(c) + k[i+1:]
 }
 
-// Get returns the entry of url. r is the database or an indexed batch.
-func Get(r pebble.Reader, url string) (Entry, bool, error) { return getKey(r, Key(url)) }
+// KeyOf is Key for a canonical URL whose SURT key is known: it costs no
+// parsing.
+func KeyOf(url, surt string) string {
+	scheme, rest, ok := strings.Cut(url, "://")
+	i := strings.Index(surt, ")")
+	if !ok || i < 0 {
+		return Key(url)
+	}
+	host := rest
+	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+		host = rest[:j]
+	}
+	return scheme + "://" + host + surt[i+1:]
+}
 
-func getKey(r pebble.Reader, key string) (Entry, bool, error) {
+// Get returns the entry of url. r is the database or an indexed batch.
+func Get(r pebble.Reader, url string) (Entry, bool, error) { return GetKey(r, Key(url)) }
+
+// GetKey returns the entry whose Key is key.
+func GetKey(r pebble.Reader, key string) (Entry, bool, error) {
 	v, closer, err := r.Get(entryKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return Entry{}, false, nil
@@ -143,15 +162,20 @@ func getKey(r pebble.Reader, key string) (Entry, bool, error) {
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("recrawl: entry of %.200q: %w", key, err)
 	}
+	e.Key = key
 	return e, true, nil
 }
 
 // Put stages e into b, replacing old (the entry as it was, or nil) and its
-// place in the due queue.
+// place in the due queue. Writing over an entry without giving old leaves
+// its due key behind, which Due reports as stale.
 func Put(b *pebble.Batch, old *Entry, e Entry) error {
-	key := Key(e.URL)
+	key := e.Key
+	if key == "" {
+		key = Key(e.URL)
+	}
 	if old != nil && !old.Due.IsZero() {
-		if err := b.Delete(dueKey(old.Due, Key(old.URL)), nil); err != nil {
+		if err := b.Delete(dueKey(old.Due, key), nil); err != nil {
 			return fmt.Errorf("recrawl: %w", err)
 		}
 	}
@@ -175,8 +199,10 @@ func Take(b *pebble.Batch, e Entry) error {
 }
 
 // Due calls fn with each entry due at or before t, earliest first, until
-// fn returns false.
-func Due(db *pebble.DB, t time.Time, fn func(Entry) bool) error {
+// fn returns false. A due key that no longer matches its entry (one written
+// over without its old due time, see Put) is passed with stale true: e then
+// holds only Key and Due, the key's time, for DropDue.
+func Due(db *pebble.DB, t time.Time, fn func(e Entry, stale bool) bool) error {
 	hi := dueKey(t.Add(time.Second), "")
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte(duePrefix), UpperBound: hi})
 	if err != nil {
@@ -189,18 +215,28 @@ func Due(db *pebble.DB, t time.Time, fn func(Entry) bool) error {
 			return fmt.Errorf("recrawl: corrupt due key %q", k)
 		}
 		key := string(k[len(duePrefix)+8:])
-		e, ok, err := getKey(db, key)
+		at := time.Unix(int64(binary.BigEndian.Uint64(k[len(duePrefix):])), 0).UTC()
+		e, ok, err := GetKey(db, key)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return fmt.Errorf("recrawl: due key of %.200q has no entry", key)
+		stale := !ok || e.Due.Unix() != at.Unix()
+		if stale {
+			e = Entry{Key: key, Due: at}
 		}
-		if !fn(e) {
+		if !fn(e, stale) {
 			break
 		}
 	}
 	return it.Error()
+}
+
+// DropDue stages the removal of a stale due key, as Due reported it.
+func DropDue(b *pebble.Batch, stale Entry) error {
+	if err := b.Delete(dueKey(stale.Due, stale.Key), nil); err != nil {
+		return fmt.Errorf("recrawl: %w", err)
+	}
+	return nil
 }
 
 // Next returns the earliest due time, if any URL is waiting.

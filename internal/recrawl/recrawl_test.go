@@ -350,7 +350,7 @@ func TestGetCorrupt(t *testing.T) {
 	if err := db.Set(dueKey(t0, Key(u)), nil, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	if err := Due(db, t0, func(Entry) bool { return true }); err == nil {
+	if err := Due(db, t0, func(Entry, bool) bool { return true }); err == nil {
 		t.Fatal("Due over a corrupt entry: no error")
 	}
 }
@@ -360,8 +360,63 @@ func TestDueKeyWithoutEntry(t *testing.T) {
 	if err := db.Set(dueKey(t0, "http://x.test/"), nil, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	if err := Due(db, t0, func(Entry) bool { return true }); err == nil {
-		t.Fatal("no error")
+	var stale []Entry
+	if err := Due(db, t0, func(e Entry, isStale bool) bool {
+		if isStale {
+			stale = append(stale, e)
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(stale) != 1 || stale[0].Key != "http://x.test/" || !stale[0].Due.Equal(t0) {
+		t.Fatalf("stale due keys %+v", stale)
+	}
+	b := db.NewIndexedBatch()
+	if err := DropDue(b, stale[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := Next(db); ok || err != nil {
+		t.Fatalf("a dropped due key is still there (%v)", err)
+	}
+}
+
+// An entry written over without its old state (as the crawler does for a
+// URL new to it) leaves its old due key, which Due reports as stale.
+func TestDueStaleKey(t *testing.T) {
+	db := openDB(t)
+	u := "http://x.test/a"
+	e := Entry{URL: u, Due: t0}
+	b := db.NewIndexedBatch()
+	if err := Put(b, nil, e); err != nil {
+		t.Fatal(err)
+	}
+	e.Due = t0.Add(time.Hour)
+	if err := Put(b, nil, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	var live, stale int
+	if err := Due(db, t0.Add(2*time.Hour), func(got Entry, isStale bool) bool {
+		if isStale {
+			stale++
+			if !got.Due.Equal(t0) {
+				t.Errorf("stale key at %v, want %v", got.Due, t0)
+			}
+		} else {
+			live++
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if live != 1 || stale != 1 {
+		t.Errorf("%d live and %d stale due keys, want 1 and 1", live, stale)
 	}
 }
 
@@ -392,7 +447,7 @@ func TestDueOrder(t *testing.T) {
 	due := func(at time.Time, limit int) []string {
 		t.Helper()
 		var got []string
-		err := Due(db, at, func(e Entry) bool {
+		err := Due(db, at, func(e Entry, _ bool) bool {
 			got = append(got, e.URL)
 			return len(got) < limit
 		})
@@ -437,7 +492,7 @@ func TestTake(t *testing.T) {
 	}
 	// Take the due entries inside Due, as a crawler queues them.
 	var taken []Entry
-	if err := Due(db, t0.Add(time.Minute), func(e Entry) bool { taken = append(taken, e); return true }); err != nil {
+	if err := Due(db, t0.Add(time.Minute), func(e Entry, _ bool) bool { taken = append(taken, e); return true }); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, db, func(b *pebble.Batch) error {

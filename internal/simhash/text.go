@@ -36,45 +36,73 @@ func appendText(b []byte, page []byte) []byte {
 	if len(page) > maxInput {
 		page = page[:maxInput]
 	}
-	w := textWriter{b: b, start: len(b)}
+	v := Visible{w: textWriter{b: b, start: len(b)}}
 	z := html.NewTokenizer(bytes.NewReader(page))
-	skipRaw := false // the next text token is the content of a hidden raw-text element
-	template := 0    // depth of template elements, whose contents are inert
-	for len(w.b)-w.start < maxText {
-		tt := z.Next()
-		switch tt {
+	for !v.Full() {
+		switch tt := z.Next(); tt {
 		case html.ErrorToken:
-			return w.done()
+			return v.w.done()
 		case html.TextToken:
-			if !skipRaw && template == 0 {
-				w.text(z.Text())
-			}
+			v.Text(z.Text())
 		case html.StartTagToken, html.SelfClosingTagToken, html.EndTagToken:
 			name, _ := z.TagName()
-			a := atom.Lookup(name)
-			switch a {
-			case atom.Script, atom.Style, atom.Noscript, atom.Iframe, atom.Noembed, atom.Noframes:
-				// The tokenizer returns the whole content of these as the
-				// next text token, even after a self-closing start tag.
-				if tt != html.EndTagToken {
-					skipRaw = true
-					continue
-				}
-			case atom.Template:
-				switch {
-				case tt == html.StartTagToken:
-					template++
-				case tt == html.EndTagToken && template > 0:
-					template--
-				}
-			}
-			if !inline(a) {
-				w.space()
-			}
+			v.Tag(tt, atom.Lookup(name))
 		}
-		skipRaw = false
 	}
-	return w.done()
+	return v.w.done()
+}
+
+// Visible collects the visible text of an HTML page (as Text defines it)
+// from its tokens, for a caller that tokenizes the page anyway: call Tag
+// for every start, self-closing and end tag and Text for every text token,
+// in order; other tokens do not matter. The zero Visible is ready.
+type Visible struct {
+	w        textWriter
+	skipRaw  bool // the next text token is the content of a hidden raw-text element
+	template int  // depth of template elements, whose contents are inert
+}
+
+// Tag notes a start, self-closing or end tag of element a.
+func (v *Visible) Tag(tt html.TokenType, a atom.Atom) {
+	v.skipRaw = false
+	switch a {
+	case atom.Script, atom.Style, atom.Noscript, atom.Iframe, atom.Noembed, atom.Noframes:
+		// The tokenizer returns the whole content of these as the next
+		// text token, even after a self-closing start tag.
+		if tt != html.EndTagToken {
+			v.skipRaw = true
+			return
+		}
+	case atom.Template:
+		switch {
+		case tt == html.StartTagToken:
+			v.template++
+		case tt == html.EndTagToken && v.template > 0:
+			v.template--
+		}
+	}
+	if !inline(a) {
+		v.w.space()
+	}
+}
+
+// Text notes the (unescaped) text of a text token.
+func (v *Visible) Text(s []byte) {
+	if !v.skipRaw && v.template == 0 && !v.Full() {
+		v.w.text(s)
+	}
+	v.skipRaw = false
+}
+
+// Full reports whether the text reached its bound (1 MiB): more tokens
+// change nothing.
+func (v *Visible) Full() bool { return len(v.w.b)-v.w.start >= maxText }
+
+// Sum returns the SimHash of the text collected: Of(the text).
+func (v *Visible) Sum() uint64 {
+	var s state
+	s.words(string(v.w.done()))
+	return s.sum()
 }
 
 // inline reports whether element a does not break the flow of text.
