@@ -3,6 +3,7 @@ package archive
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,9 @@ const (
 	rangePath  = Path + "range"
 	digestPath = Path + "digest"
 	recordPath = Path + "record"
+	// companionsPath answers the records written with a capture's: its
+	// request and metadata records, which follow it in its segment.
+	companionsPath = Path + "companions"
 
 	// MaxRecordBytes bounds the length of a record (its gzip member) one
 	// node reads from another.
@@ -47,13 +51,16 @@ const (
 //	GET /v1/archive/range?key=&from=&to=&reverse=&limit=
 //	GET /v1/archive/digest?d=
 //	GET /v1/archive/record?segment=&offset=&length=
+//	GET /v1/archive/companions?segment=&offset=&length=&id=
 //
 // range streams the captures of a key range, or of one key within a time
 // window (from and to are 14-digit timestamps, a 14-digit to naming its
 // whole second, or RFC 3339 times; either may be absent), at most limit of
 // them if limit is positive; digest streams the capture ByDigest finds, if
 // any, in the same format; record answers the bytes of one gzip member of a
-// WARC segment in l's directory.
+// WARC segment in l's directory; companions answers the members right after
+// the record at segment, offset and length whose records are concurrent to
+// it (WARC-Concurrent-To: id), as frames: uvarint length, then the bytes.
 func Handler(l *Local) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, _, ok := peer.Caller(r.Context()); !ok {
@@ -68,6 +75,8 @@ func Handler(l *Local) http.Handler {
 			serve = serveDigest
 		case recordPath:
 			serve = serveRecord
+		case companionsPath:
+			serve = serveCompanions
 		default:
 			http.NotFound(w, r)
 			return
@@ -290,32 +299,11 @@ func serveRecord(l *Local, w http.ResponseWriter, r *http.Request, v url.Values)
 		http.Error(w, "archive: record: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	// The root keeps the read inside the WARC directory whatever the
-	// name, symbolic links included; the name check above is the first
-	// wall, this the second.
-	root, err := os.OpenRoot(l.dir)
-	if err != nil {
-		http.Error(w, "archive: record: the WARC directory cannot be opened", http.StatusInternalServerError)
-		return
-	}
-	defer root.Close()
-	f, err := root.Open(seg)
-	if err != nil {
-		// Missing, or a link out of the directory.
-		http.Error(w, "archive: record: no segment "+seg+" can be read", http.StatusNotFound)
+	f, _, ok := openSegment(l, w, "record", seg, off, length)
+	if !ok {
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		http.Error(w, "archive: record: no segment "+seg, http.StatusNotFound)
-		return
-	}
-	if off > fi.Size() || length > fi.Size()-off {
-		http.Error(w, fmt.Sprintf("archive: record: %d bytes at %d run past the end of %s (%d bytes)", length, off, seg, fi.Size()),
-			http.StatusBadRequest)
-		return
-	}
 	sr := io.NewSectionReader(f, off, length)
 	var magic [2]byte
 	if _, err := sr.ReadAt(magic[:], 0); err != nil || magic != [2]byte{0x1f, 0x8b} {
@@ -326,6 +314,96 @@ func serveRecord(l *Local, w http.ResponseWriter, r *http.Request, v url.Values)
 	w.Header().Set("Content-Length", strconv.FormatInt(length, 10))
 	io.Copy(w, sr) // an error here is the caller gone or the disk failing mid-copy; the caller sees a short body
 }
+
+// openSegment opens segment seg of l for a read of length bytes at off,
+// or answers why it cannot.
+func openSegment(l *Local, w http.ResponseWriter, what, seg string, off, length int64) (*os.File, int64, bool) {
+	// The root keeps the read inside the WARC directory whatever the
+	// name, symbolic links included; the name check of parseLocation is
+	// the first wall, this the second.
+	root, err := os.OpenRoot(l.dir)
+	if err != nil {
+		http.Error(w, "archive: "+what+": the WARC directory cannot be opened", http.StatusInternalServerError)
+		return nil, 0, false
+	}
+	defer root.Close()
+	f, err := root.Open(seg)
+	if err != nil {
+		// Missing, or a link out of the directory.
+		http.Error(w, "archive: "+what+": no segment "+seg+" can be read", http.StatusNotFound)
+		return nil, 0, false
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		http.Error(w, "archive: "+what+": no segment "+seg, http.StatusNotFound)
+		return nil, 0, false
+	}
+	if off > fi.Size() || length > fi.Size()-off {
+		f.Close()
+		http.Error(w, fmt.Sprintf("archive: %s: %d bytes at %d run past the end of %s (%d bytes)", what, length, off, seg, fi.Size()),
+			http.StatusBadRequest)
+		return nil, 0, false
+	}
+	return f, fi.Size(), true
+}
+
+// Bounds on a companions answer: a capture's request and metadata
+// records are small, and there are two of them.
+const (
+	maxCompanions     = 8
+	maxCompanionBlock = 1 << 20
+)
+
+func serveCompanions(l *Local, w http.ResponseWriter, r *http.Request, v url.Values) {
+	id := v.Get("id")
+	ids := len(v["id"])
+	v.Del("id")
+	seg, off, length, err := parseLocation(v)
+	if err == nil && (ids != 1 || id == "" || len(id) > 1024) {
+		err = errors.New("id: want the capture's record ID")
+	}
+	if err != nil {
+		http.Error(w, "archive: companions: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	f, size, ok := openSegment(l, w, "companions", seg, off, length)
+	if !ok {
+		return
+	}
+	defer f.Close()
+	start := off + length
+	rd, err := warc.NewReader(io.NewSectionReader(f, start, size-start))
+	if err != nil {
+		http.Error(w, "archive: companions: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	rd.MaxBlock = maxCompanionBlock
+	var locs []warc.Location
+	for len(locs) < maxCompanions {
+		rec, loc, err := rd.Next()
+		if err != nil || loc.Length == 0 || rec.Header.Get("WARC-Concurrent-To") != id {
+			break // the end, a record of another capture, or one too large to be a companion
+		}
+		locs = append(locs, warc.Location{Offset: start + loc.Offset, Length: loc.Length})
+	}
+	var body []byte
+	for _, loc := range locs {
+		b := make([]byte, loc.Length)
+		if _, err := f.ReadAt(b, loc.Offset); err != nil {
+			http.Error(w, "archive: companions: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		body = binary.AppendUvarint(body, uint64(len(b)))
+		body = append(body, b...)
+	}
+	w.Header().Set("Content-Type", companionsContentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Write(body)
+}
+
+// companionsContentType is the media type of a companions answer.
+const companionsContentType = "application/x-waggle-members"
 
 // parseLocation reads and checks a record request's parameters.
 func parseLocation(v url.Values) (seg string, off, length int64, err error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/heap"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -316,6 +317,73 @@ func (n *Network) fetch(ctx context.Context, c index.Capture) ([]byte, *warc.Rec
 		return nil, nil, n.failed(ctx, node.ID, err)
 	}
 	return raw, rec, nil
+}
+
+// Companions returns the records written with capture c on the node c
+// came from — its request and metadata records, as gzip members byte for
+// byte — each checked to be one whole record, concurrent to c's, whose
+// block digest verifies. A capture stored with none (or whose records were
+// written before it, as some tools do) has none.
+func (n *Network) Companions(ctx context.Context, c index.Capture) ([][]byte, error) {
+	if c.Node == "" || c.Node == n.self {
+		return nil, fmt.Errorf("archive: companions of a capture of this node's own")
+	}
+	node, err := n.member(c.Node)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, companionsPath+"?"+url.Values{
+		"segment": {c.Segment},
+		"offset":  {strconv.FormatInt(c.Offset, 10)},
+		"length":  {strconv.FormatInt(c.Length, 10)},
+		"id":      {c.RecordID},
+	}.Encode(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	resp, err := n.client.Do(ctx, node.Addr, node.ID, req)
+	if err != nil {
+		return nil, n.failed(ctx, node.ID, err)
+	}
+	defer resp.Body.Close()
+	if err := answerOK(resp, companionsContentType); err != nil {
+		return nil, fmt.Errorf("archive: companions from %.16s: %w", node.ID, err)
+	}
+	const most = maxCompanions * (maxCompanionBlock + 64<<10)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, most+1))
+	if err != nil {
+		return nil, n.failed(ctx, node.ID, err)
+	}
+	members, err := decodeCompanions(body, c.RecordID)
+	if err != nil {
+		return nil, fmt.Errorf("archive: companions of %s from %.16s: %w", c.RecordID, node.ID, err)
+	}
+	return members, nil
+}
+
+// decodeCompanions reads a companions answer and checks each member.
+func decodeCompanions(body []byte, id string) ([][]byte, error) {
+	var members [][]byte
+	for len(body) > 0 {
+		if len(members) == maxCompanions {
+			return nil, fmt.Errorf("more than %d records", maxCompanions)
+		}
+		l, k := binary.Uvarint(body)
+		if k <= 0 || l == 0 || l > uint64(len(body)-k) {
+			return nil, errors.New("malformed answer")
+		}
+		raw := body[k : k+int(l)]
+		body = body[k+int(l):]
+		rec, err := parseMember(raw, index.Capture{Length: int64(len(raw))})
+		if err != nil {
+			return nil, err
+		}
+		if rec.Header.Get("WARC-Concurrent-To") != id {
+			return nil, fmt.Errorf("record %.100s is not concurrent to %s", rec.ID(), id)
+		}
+		members = append(members, raw)
+	}
+	return members, nil
 }
 
 // parseMember checks that raw is the gzip member of capture c — exactly

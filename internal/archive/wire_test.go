@@ -3,14 +3,18 @@ package archive
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 func sampleCaptures() []index.Capture {
@@ -148,6 +152,56 @@ func FuzzDecodeCaptures(f *testing.F) {
 		}
 		if !reflect.DeepEqual(again, got) && !(len(again) == 0 && len(got) == 0) {
 			t.Fatalf("re-encoded stream decodes differently:\n%+v\n%+v", again, got)
+		}
+	})
+}
+
+// A companions answer from a peer is checked record by record: garbage
+// gives an error, never a panic, and what is accepted is whole records
+// concurrent to the capture asked about.
+func FuzzDecodeCompanions(f *testing.F) {
+	const id = "<urn:uuid:00000000-0000-0000-0000-000000000001>"
+	req := warc.NewRequest("http://example.com/", time.Unix(1700000000, 0), []byte("GET / HTTP/1.1\r\nHost: example.com\r\n\r\n"))
+	req.Header.Set("WARC-Concurrent-To", id)
+	dir := f.TempDir()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{Prefix: "fuzz"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	loc, err := w.Write(req)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		f.Fatal(err)
+	}
+	seg, err := os.ReadFile(filepath.Join(dir, loc.Segment))
+	if err != nil {
+		f.Fatal(err)
+	}
+	member := seg[loc.Offset : loc.Offset+loc.Length]
+	good := binary.AppendUvarint(nil, uint64(len(member)))
+	good = append(good, member...)
+	if ms, err := decodeCompanions(good, id); err != nil || len(ms) != 1 {
+		f.Fatalf("a good answer: %d members, %v", len(ms), err)
+	}
+	if _, err := decodeCompanions(good, "<urn:uuid:another>"); err == nil {
+		f.Fatal("a record concurrent to another capture was accepted")
+	}
+	f.Add(good)
+	f.Add(good[:len(good)-3])
+	f.Add([]byte{0})
+	f.Add(append(append([]byte{}, good...), good...))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		members, err := decodeCompanions(body, id)
+		if err != nil {
+			return
+		}
+		for _, m := range members {
+			rec, err := parseMember(m, index.Capture{Length: int64(len(m))})
+			if err != nil || rec.Header.Get("WARC-Concurrent-To") != id {
+				t.Fatalf("accepted a member that does not check: %v", err)
+			}
 		}
 	})
 }

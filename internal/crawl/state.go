@@ -164,6 +164,9 @@ func dropLostCaptures(db *pebble.DB, segment string, size, end int64, log *slog.
 	if err != nil {
 		return fmt.Errorf("crawl: %w", err)
 	}
+	if err := dropLostMarks(db, b, segment, size); err != nil {
+		return err
+	}
 	key := []byte(segmentPrefix + segment)
 	if size == 0 {
 		err = b.Delete(key, nil)
@@ -178,6 +181,38 @@ func dropLostCaptures(db *pebble.DB, segment string, size, end int64, log *slog.
 	}
 	log.Error("a WARC segment lost committed data: its captures leave the index until copies come back from other nodes",
 		"segment", segment, "committed_bytes", end, "remaining_bytes", size, "captures_dropped", n)
+	return nil
+}
+
+// dropLostMarks stages the removal of the copied marks of records that
+// lay in segment at or past offset from, so that copies of them are taken
+// again.
+func dropLostMarks(db *pebble.DB, b *pebble.Batch, segment string, from int64) error {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte(copiedPrefix), UpperBound: prefixEnd([]byte(copiedPrefix))})
+	if err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		seg, off, ok := markLocation(it.Value())
+		if ok && seg == segment && off >= from {
+			if err := b.Delete(it.Key(), nil); err != nil {
+				return fmt.Errorf("crawl: %w", err)
+			}
+		}
+	}
+	return it.Error()
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -177,6 +178,7 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 		result int
 		cp     *index.Capture
 		facts  copyFacts
+		id     string
 	}
 	var entries []entry
 	seen := map[string]bool{} // record IDs in this group
@@ -193,12 +195,7 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 			}
 			seen[id] = true
 			members = append(members, cp.Member)
-			entries = append(entries, entry{i, cp.Capture, r.copyFacts[j]})
-			if cp.Capture == nil {
-				if err := b.Set(index.RecordKey(copiedPrefix, id), nil, nil); err != nil {
-					return nil, fmt.Errorf("crawl: %w", err)
-				}
-			}
+			entries = append(entries, entry{i, cp.Capture, r.copyFacts[j], id})
 		}
 	}
 	if len(members) == 0 {
@@ -217,6 +214,12 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 		ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
 		stored[e.result]++
 		if e.cp == nil {
+			// Marked with where it lies, so that a segment lost later takes
+			// its marks along (see dropLostCaptures) and a repair can bring
+			// the record back.
+			if err := b.Set(index.RecordKey(copiedPrefix, e.id), markValue(l), nil); err != nil {
+				return nil, fmt.Errorf("crawl: %w", err)
+			}
 			continue
 		}
 		cp := *e.cp
@@ -245,6 +248,25 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 		}
 	}
 	return stored, nil
+}
+
+// markValue is the value of a record's copied mark: its location.
+func markValue(l warc.Location) []byte {
+	v := binary.AppendUvarint(nil, uint64(len(l.Segment)))
+	v = append(v, l.Segment...)
+	return binary.AppendVarint(v, l.Offset)
+}
+
+// markLocation reads a mark's value; ok is false for a mark without one
+// (written before marks had locations).
+func markLocation(v []byte) (segment string, offset int64, ok bool) {
+	n, k := binary.Uvarint(v)
+	if k <= 0 || n > uint64(len(v)-k) {
+		return "", 0, false
+	}
+	segment = string(v[k : k+int(n)])
+	offset, k2 := binary.Varint(v[k+int(n):])
+	return segment, offset, k2 > 0
 }
 
 // haveRecord reports whether the record with this ID is archived here: a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
 	"github.com/waggle-archive/waggle/internal/websim"
 )
 
@@ -104,6 +105,7 @@ func TestLostSegmentRepaired(t *testing.T) {
 		return k
 	}
 	before := count(nodes[1])
+	recordsBefore := recordTypes(t, nodes[1].data)
 
 	nodes[1].stop(t)
 	segs, err := filepath.Glob(filepath.Join(nodes[1].data, "warc", "*.warc.gz"))
@@ -127,6 +129,41 @@ func TestLostSegmentRepaired(t *testing.T) {
 		t.Errorf("n2 holds %d captures after repair, %d before the loss", got, before)
 	}
 	t.Logf("repaired from the replicas in %v", took.Round(time.Millisecond))
+	// Record for record: the captures came back with their request and
+	// metadata records.
+	recordsAfter := recordTypes(t, nodes[1].data)
+	for _, typ := range []string{warc.TypeResponse, warc.TypeRequest, warc.TypeMetadata} {
+		if recordsAfter[typ] < recordsBefore[typ] {
+			t.Errorf("n2 holds %d %s records after repair, %d before the loss", recordsAfter[typ], typ, recordsBefore[typ])
+		}
+	}
+	t.Logf("records before the loss %v, after repair %v", recordsBefore, recordsAfter)
+}
+
+// recordTypes counts the records of a data directory's segments by type.
+func recordTypes(t *testing.T, data string) map[string]int {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(data, "warc", "*.warc.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, seg := range segs {
+		f, err := os.Open(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := warc.NewReader(f)
+		for {
+			rec, _, err := r.Next()
+			if err != nil {
+				break // the end, or a record still being written
+			}
+			n[rec.Type()]++
+		}
+		f.Close()
+	}
+	return n
 }
 
 // waggle node leave: a node hands its copies over to the nodes that hold

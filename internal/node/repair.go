@@ -52,7 +52,7 @@ type RepairStats struct {
 	Rounds      int64   `json:"rounds"`
 	EqualRounds int64   `json:"equal_rounds"`
 	Bytes       int64   `json:"comparison_bytes"` // of the comparisons
-	Copied      int64   `json:"copied"`           // captures copied here
+	Copied      int64   `json:"copied"`           // records copied here (captures with their request and metadata records)
 	CopiedBytes int64   `json:"copied_bytes"`
 	Failures    int64   `json:"failures"`
 	RateLimit   int64   `json:"rate_limit"` // bytes per second, comparisons and copies together
@@ -125,13 +125,27 @@ func (n *Node) repairWith(ctx context.Context, m membership.Member) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := n.budget.Throttle(ctx, len(member)); err != nil {
+		// The capture's request and metadata records come along: a
+		// repaired copy is the owner's, record for record. Without them
+		// the capture still replays; they are not worth failing it for.
+		companions, err := n.net.Companions(ctx, c)
+		if err != nil {
+			n.log.Debug("node: repair: the capture's request and metadata records", "url", c.URL, "err", err)
+		}
+		size := len(member)
+		for _, m := range companions {
+			size += len(m)
+		}
+		if err := n.budget.Throttle(ctx, size); err != nil {
 			return err
 		}
-		n.repairs.copiedBytes.Add(int64(len(member)))
+		n.repairs.copiedBytes.Add(int64(size))
 		c := c
 		copies = append(copies, crawl.Copy{Member: member, Capture: &c})
-		if len(copies) == repairBatch {
+		for _, m := range companions {
+			copies = append(copies, crawl.Copy{Member: m})
+		}
+		if len(copies) >= repairBatch {
 			if err := flush(); err != nil {
 				return err
 			}

@@ -109,7 +109,7 @@ func (n *Node) metricsHandler() http.Handler {
 		}
 		if st.Repair != nil {
 			metric("antientropy_rounds_total", "Anti-entropy rounds.", "counter", float64(st.Repair.Rounds))
-			metric("antientropy_copied_total", "Captures copied by anti-entropy.", "counter", float64(st.Repair.Copied))
+			metric("antientropy_copied_total", "Records (captures, their requests and metadata) copied by anti-entropy.", "counter", float64(st.Repair.Copied))
 			metric("antientropy_bytes_total", "Bytes of anti-entropy comparisons.", "counter", float64(st.Repair.Bytes))
 		}
 		if st.Exchange.Sent+st.Exchange.Received > 0 || n.out != nil {
