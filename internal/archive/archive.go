@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -48,6 +49,53 @@ type Archive interface {
 type Local struct {
 	idx *index.Index
 	dir string
+}
+
+// Companions returns where the records written with capture c lie — its
+// request and metadata records: the members right after it in its segment
+// whose records are concurrent to it (at most a few, each small).
+func (l *Local) Companions(c index.Capture) ([]warc.Location, error) {
+	if !warc.ValidSegmentName(c.Segment) {
+		return nil, fmt.Errorf("archive: segment %.100q", c.Segment)
+	}
+	root, err := os.OpenRoot(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	defer root.Close()
+	f, err := root.Open(c.Segment)
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	return companionsIn(f, fi.Size(), warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length}, c.RecordID)
+}
+
+// companionsIn finds the companions of the record at loc, whose ID is id,
+// in f, its segment of size bytes.
+func companionsIn(f io.ReaderAt, size int64, loc warc.Location, id string) ([]warc.Location, error) {
+	start := loc.Offset + loc.Length
+	if start > size {
+		return nil, fmt.Errorf("archive: record at %d+%d runs past the end of %s", loc.Offset, loc.Length, loc.Segment)
+	}
+	rd, err := warc.NewReader(io.NewSectionReader(f, start, size-start))
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	rd.MaxBlock = maxCompanionBlock
+	var locs []warc.Location
+	for len(locs) < maxCompanions {
+		rec, l, err := rd.Next()
+		if err != nil || l.Length == 0 || rec.Header.Get("WARC-Concurrent-To") != id {
+			break // the end, a record of another capture, or one too large to be a companion
+		}
+		locs = append(locs, warc.Location{Segment: loc.Segment, Offset: start + l.Offset, Length: l.Length})
+	}
+	return locs, nil
 }
 
 // NewLocal returns the archive of idx, whose segments are in warcDir.

@@ -372,20 +372,10 @@ func serveCompanions(l *Local, w http.ResponseWriter, r *http.Request, v url.Val
 		return
 	}
 	defer f.Close()
-	start := off + length
-	rd, err := warc.NewReader(io.NewSectionReader(f, start, size-start))
+	locs, err := companionsIn(f, size, warc.Location{Segment: seg, Offset: off, Length: length}, id)
 	if err != nil {
 		http.Error(w, "archive: companions: "+err.Error(), http.StatusInternalServerError)
 		return
-	}
-	rd.MaxBlock = maxCompanionBlock
-	var locs []warc.Location
-	for len(locs) < maxCompanions {
-		rec, loc, err := rd.Next()
-		if err != nil || loc.Length == 0 || rec.Header.Get("WARC-Concurrent-To") != id {
-			break // the end, a record of another capture, or one too large to be a companion
-		}
-		locs = append(locs, warc.Location{Offset: start + loc.Offset, Length: loc.Length})
 	}
 	var body []byte
 	for _, loc := range locs {

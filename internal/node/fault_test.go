@@ -207,6 +207,48 @@ func TestLeaveHandsOver(t *testing.T) {
 	if under > 0 {
 		t.Errorf("%d of %d captures have fewer than 3 copies after the node left", under, len(held))
 	}
+	// Record for record: each copy came with its request record.
+	for _, n := range rest {
+		if bare := withoutRequest(t, n); bare > 0 {
+			t.Errorf("%s holds %d captures without their request record", n.name, bare)
+		}
+	}
+}
+
+// withoutRequest counts the captures a node indexes whose request record
+// (WARC-Concurrent-To the capture) is not in its segments.
+func withoutRequest(t *testing.T, n *testNode) int {
+	t.Helper()
+	requests := map[string]bool{}
+	segs, err := filepath.Glob(filepath.Join(n.data, "warc", "*.warc.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seg := range segs {
+		f, err := os.Open(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := warc.NewReader(f)
+		for {
+			rec, _, err := r.Next()
+			if err != nil {
+				break
+			}
+			if rec.Type() == warc.TypeRequest {
+				requests[rec.Header.Get("WARC-Concurrent-To")] = true
+			}
+		}
+		f.Close()
+	}
+	bare := 0
+	n.LocalCaptures(context.Background(), func(c index.Capture) bool {
+		if !requests[c.RecordID] {
+			bare++
+		}
+		return true
+	})
+	return bare
 }
 
 // A node joins a network of three that keep three copies: the sites it

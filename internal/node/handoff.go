@@ -28,8 +28,9 @@ const pushBatch = 1000
 // same batch. It returns the number of captures queued.
 func (n *Node) pushLocal(ctx context.Context, targets func(index.Capture) []string, mark func(*pebble.Batch, index.Capture) error) (int, error) {
 	type push struct {
-		c  index.Capture
-		to []string
+		c       index.Capture
+		records []warc.Location // the capture's own, then its request and metadata records
+		to      []string
 	}
 	var batch []push
 	pushed := 0
@@ -39,7 +40,7 @@ func (n *Node) pushLocal(ctx context.Context, targets func(index.Capture) []stri
 		}
 		err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
 			for _, p := range batch {
-				entry := replicate.Entry{Capture: p.c, Records: []warc.Location{{Segment: p.c.Segment, Offset: p.c.Offset, Length: p.c.Length}}}
+				entry := replicate.Entry{Capture: p.c, Records: p.records}
 				if err := n.push.Add(b, p.to, entry); err != nil {
 					return err
 				}
@@ -59,7 +60,15 @@ func (n *Node) pushLocal(ctx context.Context, targets func(index.Capture) []stri
 	}
 	err := n.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
 		if to := targets(c); len(to) > 0 {
-			batch = append(batch, push{c, to})
+			records := []warc.Location{{Segment: c.Segment, Offset: c.Offset, Length: c.Length}}
+			// The copies are the owner's record for record; a capture
+			// whose companions cannot be read still goes.
+			if more, err := n.local.Companions(c); err == nil {
+				records = append(records, more...)
+			} else {
+				n.log.Debug("node: push: the capture's request and metadata records", "url", c.URL, "err", err)
+			}
+			batch = append(batch, push{c, records, to})
 		}
 		if len(batch) == pushBatch {
 			return true, flush()
