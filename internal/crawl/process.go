@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -131,6 +132,10 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 	return r
 }
 
+// dedupWait bounds how long a worker waits for the network's content-seen
+// answer.
+const dedupWait = 2 * time.Second
+
 // seenElsewhere returns, for a crawler with a Dedup, the record to point
 // at when a payload new to this URL is archived already: by this node (its
 // digest index), or anywhere in the network. (Without one, the committer's
@@ -144,6 +149,10 @@ func (c *Crawler) seenElsewhere(ctx context.Context, digest string, resp *fetch.
 		rv.ref = recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}
 		return rv
 	}
+	// A worker holds its host's connection slot meanwhile: an owner slow to
+	// answer costs a stored duplicate, not a stalled crawl.
+	ctx, cancel := context.WithTimeout(ctx, dedupWait)
+	defer cancel()
 	ref, ok, err := c.cfg.Dedup.Lookup(ctx, digest)
 	if err != nil {
 		c.cfg.Logger.Debug("content-seen test unavailable; storing the payload", "url", resp.URL, "err", err)
