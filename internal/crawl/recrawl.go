@@ -97,24 +97,17 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 	} else {
 		key = recrawl.Key(u)
 	}
-	var old recrawl.Entry
-	had := false
-	if r.lease.Revisit || cp == nil {
-		// A URL new to the frontier has, most of the time, no entry: its
-		// entry is written without a look, and should another URL of the
-		// same key have one, that is written over and its due key left
-		// for queueDue to drop.
-		var err error
-		if old, had, err = recrawl.GetKey(b, key); err != nil {
-			return err
-		}
+	old, had, err := recrawl.GetKey(b, key)
+	if err != nil {
+		return err
 	}
 	policy := c.cfg.Schedules.For(u)
 	e := old
 	if !had {
+		// The first URL of a key names it for its revisits: usually the
+		// one without a session ID, which replay lists the page under.
 		e = recrawl.Entry{Key: key, URL: u, Depth: r.lease.Depth, Embed: r.lease.Embed}
 	}
-	e.URL = u
 	switch {
 	case cp == nil && had:
 		// Nothing learnt of the page: try again after its interval.
