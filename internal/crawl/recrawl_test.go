@@ -3,7 +3,9 @@ package crawl
 import (
 	"context"
 	"hash/fnv"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -125,8 +127,14 @@ func TestRecrawl(t *testing.T) {
 				fresh = append(fresh, c)
 			}
 		}
+		if router.Owner(urlkey.Site(p)) != "" {
+			continue // another node's page
+		}
 		if len(fresh) == 0 {
-			continue // another node's page, or a URL known under another form
+			// A page's revisits go to the URL replay lists it under, not
+			// to a session-ID variant of it.
+			t.Errorf("%s was not revisited under its own URL", p)
+			continue
 		}
 		if len(fresh) > 1 {
 			t.Errorf("%s: %d captures in one re-crawl", p, len(fresh))
@@ -278,5 +286,35 @@ func TestRecrawlContinuousAdapts(t *testing.T) {
 	}
 	if e.State.Changes != 0 || e.State.Interval <= time.Second {
 		t.Errorf("an unchanged page after %d visits: %d changes, interval %v; want no change and an interval past the first", e.State.Visits, e.State.Changes, e.State.Interval)
+	}
+}
+
+// URLs that differ by a session ID are one page with one schedule; its
+// revisits go to the URL first seen, which replay lists the page under,
+// not to whichever variant came last.
+func TestRecrawlKeepsFirstURL(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("ETag", `"v1"`)
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		io.WriteString(w, "<html><body><p>The same page whatever the session.</p></body></html>")
+	}))
+	defer srv.Close()
+	plain := srv.URL + "/"
+	variant := srv.URL + "/;jsessionid=0123456789ABCDEF0123456789ABCDEF"
+	cfg := testConfig(t, "", plain, variant)
+	cfg.IgnoreRobots = true
+	runCrawl(t, cfg)
+	all := cfg
+	all.RecrawlAll = true
+	if s := runCrawl(t, all); s.RevisitsQueued != 1 || s.NotModified != 1 {
+		t.Errorf("the re-crawl queued %d URLs and got %d 304s; want one page, revisited once", s.RevisitsQueued, s.NotModified)
+	}
+	caps := archived(t, cfg.Data)
+	if len(caps[plain]) != 2 || len(caps[variant]) != 1 {
+		t.Errorf("captures: %d of %s, %d of %s; want the revisit under the first URL", len(caps[plain]), plain, len(caps[variant]), variant)
 	}
 }
