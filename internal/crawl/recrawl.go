@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -97,9 +98,18 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 	} else {
 		key = recrawl.Key(u)
 	}
-	old, had, err := recrawl.GetKey(b, key)
-	if err != nil {
-		return err
+	var old recrawl.Entry
+	had := false
+	// A URL that is its key's own form (no session ID, parameters in order)
+	// and new to the frontier takes the key's entry without a look: any
+	// entry there is a variant's, which it replaces (its due key is left
+	// for queueDue to drop). Every other visit reads the entry first, so
+	// that a variant never takes over its page's.
+	if r.lease.Revisit || cp == nil || !strings.EqualFold(u, key) {
+		var err error
+		if old, had, err = recrawl.GetKey(b, key); err != nil {
+			return err
+		}
 	}
 	policy := c.cfg.Schedules.For(u)
 	e := old
