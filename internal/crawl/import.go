@@ -581,7 +581,7 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 		}
 		cp.Status, cp.MIME = status, mediaType(h, nil)
 		cp.Redirect = redirectOf(uri, status, h)
-		cp.SimHash = pageSimHash(uri, status, h, rec.Block)
+		cp.SimHash = pageSimHash(status, h, rec.Block)
 		if digest == "" {
 			payload, _, err := warc.HTTPPayload(rec.Block)
 			if err != nil {
@@ -601,10 +601,10 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 }
 
 // pageSimHash is the SimHash of the text of an archived HTML page, 0 for
-// anything else: the block of a response record of url, whose status and
-// header are given. It reads the page as the crawler did when it fetched
+// anything else: the block of a response record, whose status and header
+// are given. It reads the page as the crawler did when it fetched
 // it (package extract), so that every node derives the same value.
-func pageSimHash(url string, status int, h http.Header, block []byte) uint64 {
+func pageSimHash(status int, h http.Header, block []byte) uint64 {
 	if !hasSimHash(status, h) {
 		return 0
 	}
@@ -616,8 +616,7 @@ func pageSimHash(url string, status int, h http.Header, block []byte) uint64 {
 	if err != nil && len(body) == 0 {
 		return 0
 	}
-	res, _ := extract.HTML(body, h.Get("Content-Type"), url, extract.Limits{})
-	return res.SimHash
+	return extract.SimHash(body, h.Get("Content-Type"))
 }
 
 // parseHTTPHead parses the status line and header of a raw HTTP response.

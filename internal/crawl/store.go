@@ -97,7 +97,7 @@ func factsOf(member []byte) copyFacts {
 	}
 	f := copyFacts{etag: h.Get("ETag"), lastModified: h.Get("Last-Modified")}
 	if rec.Type() == warc.TypeResponse {
-		f.simhash = pageSimHash(rec.TargetURI(), status, h, rec.Block)
+		f.simhash = pageSimHash(status, h, rec.Block)
 	}
 	return f
 }

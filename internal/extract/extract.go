@@ -112,6 +112,18 @@ func skipScheme(ref string) bool {
 // and any BOM or <meta charset> decide the encoding, as browsers do. It uses
 // the streaming tokenizer, not a tree, so deep nesting costs nothing extra.
 func HTML(body []byte, contentType, pageURL string, lim Limits) (Result, error) {
+	return readHTML(body, contentType, pageURL, lim, true)
+}
+
+// SimHash returns the SimHash of an HTML page's visible text exactly as HTML
+// reads it (Result.SimHash), without collecting links: for a node that
+// indexes a page it did not fetch.
+func SimHash(body []byte, contentType string) uint64 {
+	res, _ := readHTML(body, contentType, "", Limits{}, false)
+	return res.SimHash
+}
+
+func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) (Result, error) {
 	lim = lim.withDefaults()
 	r, err := charset.NewReader(bytes.NewReader(body), contentType)
 	if err != nil {
@@ -142,7 +154,7 @@ func HTML(body []byte, contentType, pageURL string, lim Limits) (Result, error) 
 			visible.Text(text)
 			if inTitle && title.Len() < 1024 {
 				title.Write(text)
-			} else if inStyle {
+			} else if inStyle && links {
 				cssLinks(c, text, "style")
 			}
 		case html.EndTagToken:
@@ -165,7 +177,7 @@ func HTML(body []byte, contentType, pageURL string, lim Limits) (Result, error) 
 			case atom.Style:
 				inStyle = tt == html.StartTagToken
 			}
-			if !hasAttr {
+			if !hasAttr || !links {
 				continue
 			}
 			attrs := readAttrs(z)

@@ -31,7 +31,9 @@ type Reader struct {
 	gz          *gzip.Reader
 	cur         *bufio.Reader // decompressed current member, or the plain stream
 	memberStart int64
-	MaxBlock    int64 // reject larger blocks (default MaxBlock)
+	bufSize     int
+	spare       *bufio.Reader // the decompressed-member buffer, reused
+	MaxBlock    int64         // reject larger blocks (default MaxBlock)
 }
 
 // countingReader counts the bytes consumed from a buffered source; being a
@@ -57,12 +59,19 @@ func (c *countingReader) ReadByte() (byte, error) {
 
 // NewReader returns a Reader of r.
 func NewReader(r io.Reader) (*Reader, error) {
-	src := &countingReader{br: bufio.NewReaderSize(r, 64<<10)}
+	size := 64 << 10
+	if l, ok := r.(interface{ Len() int }); ok {
+		// An in-memory record (a member from a peer, a copy being indexed)
+		// needs no 64 KiB buffers, which would cost more to clear than to
+		// read it.
+		size = min(max(l.Len(), 4<<10), size)
+	}
+	src := &countingReader{br: bufio.NewReaderSize(r, size)}
 	magic, _ := src.br.Peek(2)
-	rd := &Reader{src: src, MaxBlock: MaxBlock}
+	rd := &Reader{src: src, MaxBlock: MaxBlock, bufSize: size}
 	rd.compressed = len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b
 	if !rd.compressed {
-		rd.cur = bufio.NewReaderSize(src, 64<<10)
+		rd.cur = bufio.NewReaderSize(src, size)
 	}
 	return rd, nil
 }
@@ -99,7 +108,13 @@ func (r *Reader) Next() (*Record, Location, error) {
 				return nil, Location{}, fmt.Errorf("warc: gzip member at offset %d: %w", r.memberStart, err)
 			}
 			r.gz.Multistream(false)
-			r.cur = bufio.NewReaderSize(r.gz, 64<<10)
+			// One buffer serves every member: records copy what they keep.
+			if r.spare == nil {
+				r.spare = bufio.NewReaderSize(r.gz, r.bufSize)
+			} else {
+				r.spare.Reset(r.gz)
+			}
+			r.cur = r.spare
 		}
 		rec, err := readRecord(r.cur, r.MaxBlock)
 		if errors.Is(err, io.EOF) {
@@ -137,6 +152,7 @@ func readRecord(br *bufio.Reader, maxBlock int64) (*Record, error) {
 		return nil, fmt.Errorf("content block of %d bytes is over the %d-byte limit", cl, maxBlock)
 	}
 	var block bytes.Buffer
+	block.Grow(int(min(cl, 1<<20))) // a lying Content-Length must not allocate much
 	if n, err := io.CopyN(&block, br, cl); err != nil {
 		return nil, fmt.Errorf("content block cut off after %d of %d bytes: %w", n, cl, unexpected(err))
 	}
