@@ -236,5 +236,8 @@ func TestHTMLSimHash(t *testing.T) {
 		if want := simhash.OfHTML([]byte(page)); res.SimHash != want {
 			t.Errorf("%.40q: SimHash %016x from extraction, %016x from package simhash", page, res.SimHash, want)
 		}
+		if alone := SimHash([]byte(page), "text/html; charset=utf-8"); alone != res.SimHash {
+			t.Errorf("%.40q: SimHash %016x without links, %016x with them", page, alone, res.SimHash)
+		}
 	}
 }
