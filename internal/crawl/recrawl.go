@@ -271,7 +271,7 @@ func (c *Crawler) pumpDue(ctx context.Context) {
 // files): its newest capture is what a revisit compares with. It does
 // nothing when any entry exists.
 func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
-	if entries, _, err := recrawl.Count(c.db, time.Time{}); err != nil || entries > 0 {
+	if empty, err := recrawl.Empty(c.db); err != nil || !empty {
 		return 0, err
 	}
 	now := time.Now()

@@ -52,7 +52,14 @@ func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 	ids := make([]string, len(copies))
 	facts := make([]copyFacts, len(copies))
 	for i, cp := range copies {
-		id, err := memberRecordID(cp.Member)
+		var id string
+		var err error
+		if cp.Capture != nil {
+			// A capture's record is read whole once: its ID and its facts.
+			facts[i], id, err = factsOf(cp.Member)
+		} else {
+			id, err = memberRecordID(cp.Member)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("crawl: copy %d: %w", i, err)
 		}
@@ -60,9 +67,6 @@ func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 			return 0, fmt.Errorf("crawl: copy %d is record %s, but its capture names %s", i, id, cp.Capture.RecordID)
 		}
 		ids[i] = id
-		if cp.Capture != nil {
-			facts[i] = factsOf(cp.Member)
-		}
 	}
 	done := make(chan int, 1)
 	err := c.send(ctx, result{copies: copies, copyIDs: ids, copyFacts: facts, stored: done})
@@ -80,26 +84,33 @@ type copyFacts struct {
 	etag, lastModified string
 }
 
-// factsOf reads the facts of the response or revisit record in a gzip
-// member; zero when it holds neither.
-func factsOf(member []byte) copyFacts {
+// factsOf reads the record in a gzip member and returns its ID and, for a
+// response or revisit, its facts (zero for other records).
+func factsOf(member []byte) (copyFacts, string, error) {
 	r, err := warc.NewReader(bytes.NewReader(member))
 	if err != nil {
-		return copyFacts{}
+		return copyFacts{}, "", err
 	}
 	rec, _, err := r.Next()
-	if err != nil || rec.Type() != warc.TypeResponse && rec.Type() != warc.TypeRevisit {
-		return copyFacts{}
+	if err != nil {
+		return copyFacts{}, "", err
+	}
+	id := rec.ID()
+	if id == "" {
+		return copyFacts{}, "", errors.New("record without WARC-Record-ID")
+	}
+	if rec.Type() != warc.TypeResponse && rec.Type() != warc.TypeRevisit {
+		return copyFacts{}, id, nil
 	}
 	status, h, ok := parseHTTPHead(rec.Block)
 	if !ok {
-		return copyFacts{}
+		return copyFacts{}, id, nil
 	}
 	f := copyFacts{etag: h.Get("ETag"), lastModified: h.Get("Last-Modified")}
 	if rec.Type() == warc.TypeResponse {
 		f.simhash = pageSimHash(status, h, rec.Block)
 	}
-	return f
+	return f, id, nil
 }
 
 // noteCopy gives a capture copied from another node a re-crawl entry

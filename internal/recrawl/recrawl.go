@@ -256,6 +256,16 @@ func Next(db *pebble.DB) (time.Time, bool, error) {
 	return time.Unix(int64(binary.BigEndian.Uint64(k[len(duePrefix):])), 0).UTC(), true, nil
 }
 
+// Empty reports whether no URL has an entry: one seek.
+func Empty(db *pebble.DB) (bool, error) {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte(entryPrefix), UpperBound: []byte("v/v")})
+	if err != nil {
+		return false, fmt.Errorf("recrawl: %w", err)
+	}
+	defer it.Close()
+	return !it.First(), it.Error()
+}
+
 // Count returns how many URLs have entries and how many of them are due
 // at or before t.
 func Count(db *pebble.DB, t time.Time) (entries, due int, err error) {

@@ -640,3 +640,20 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 	})
 }
+
+func TestEmpty(t *testing.T) {
+	db := openDB(t)
+	if empty, err := Empty(db); err != nil || !empty {
+		t.Fatalf("a new database: empty %v, %v", empty, err)
+	}
+	b := db.NewIndexedBatch()
+	if err := Put(b, nil, Entry{URL: "http://x.test/", Due: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if empty, err := Empty(db); err != nil || empty {
+		t.Fatalf("with one entry: empty %v, %v", empty, err)
+	}
+}
