@@ -108,6 +108,7 @@ func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	sizes := fs.String("nodes", "1,3,5", "network sizes to measure, comma-separated")
 	fs.IntVar(&opts.Workers, "workers", 16, "fetch workers per node")
 	fs.IntVar(&opts.HostPages, "max-host-pages", 300, "trap limit: URLs per host")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the nodes (and the benchmark's own work) to this file")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -127,6 +128,11 @@ func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer os.RemoveAll(opts.Dir)
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	_, err = bench.Cluster(ctx, opts, stdout)
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -26,19 +27,25 @@ type Credential struct {
 	roots  *x509.CertPool // just ca
 	key    crypto.Signer
 	gossip []byte
+	// verified holds the peer certificates that verified, so that each
+	// request on a connection does not repeat the chain check of its
+	// handshake (a signature verification: the largest cost of a small
+	// peer request).
+	verified *verifiedCache
 }
 
 func newCredential(cert, ca *x509.Certificate, key crypto.Signer, gossip []byte) *Credential {
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
 	return &Credential{
-		name:   cert.Subject.CommonName,
-		id:     certID(cert),
-		cert:   cert,
-		ca:     ca,
-		roots:  roots,
-		key:    key,
-		gossip: gossip,
+		name:     cert.Subject.CommonName,
+		id:       certID(cert),
+		cert:     cert,
+		ca:       ca,
+		roots:    roots,
+		key:      key,
+		gossip:   gossip,
+		verified: &verifiedCache{},
 	}
 }
 
@@ -192,6 +199,9 @@ func checkNode(cert *x509.Certificate) error {
 // with the standard verifier and checkNode. Nodes' certificates are signed
 // by the network's directly, so no intermediate is accepted.
 func (c *Credential) verify(leaf *x509.Certificate, now time.Time, usage x509.ExtKeyUsage) error {
+	if c.verified != nil && c.verified.holds(leaf, usage, now) {
+		return nil
+	}
 	if _, err := leaf.Verify(x509.VerifyOptions{
 		Roots:       c.roots,
 		CurrentTime: now,
@@ -199,7 +209,57 @@ func (c *Credential) verify(leaf *x509.Certificate, now time.Time, usage x509.Ex
 	}); err != nil {
 		return fmt.Errorf("admission: certificate of %.70q is not valid in network %s: %w", leaf.Subject.CommonName, c.Network(), err)
 	}
-	return checkNode(leaf)
+	if err := checkNode(leaf); err != nil {
+		return err
+	}
+	if c.verified != nil {
+		c.verified.add(leaf, usage, c.ca)
+	}
+	return nil
+}
+
+// verifiedCache remembers certificates that verified against the network,
+// each for the time its chain is valid: within that time the same bytes
+// verify again, since the network's certificate does not change under a
+// Credential.
+type verifiedCache struct {
+	mu sync.Mutex
+	m  map[verifiedKey]validity
+}
+
+type verifiedKey struct {
+	raw   [sha256.Size]byte
+	usage x509.ExtKeyUsage
+}
+
+type validity struct{ notBefore, notAfter time.Time }
+
+// maxVerified bounds the cache; a network has far fewer members.
+const maxVerified = 4096
+
+func (v *verifiedCache) holds(leaf *x509.Certificate, usage x509.ExtKeyUsage, now time.Time) bool {
+	k := verifiedKey{sha256.Sum256(leaf.Raw), usage}
+	v.mu.Lock()
+	w, ok := v.m[k]
+	v.mu.Unlock()
+	return ok && !now.Before(w.notBefore) && !now.After(w.notAfter)
+}
+
+func (v *verifiedCache) add(leaf *x509.Certificate, usage x509.ExtKeyUsage, ca *x509.Certificate) {
+	w := validity{leaf.NotBefore, leaf.NotAfter}
+	if ca.NotBefore.After(w.notBefore) {
+		w.notBefore = ca.NotBefore
+	}
+	if ca.NotAfter.Before(w.notAfter) {
+		w.notAfter = ca.NotAfter
+	}
+	k := verifiedKey{sha256.Sum256(leaf.Raw), usage}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil || len(v.m) >= maxVerified {
+		v.m = make(map[verifiedKey]validity)
+	}
+	v.m[k] = w
 }
 
 // Name returns the node's name, as certified.

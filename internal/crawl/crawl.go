@@ -297,6 +297,9 @@ func (c *Crawler) work(ctx context.Context) {
 		lease, err := c.front.Next(ctx)
 		if errors.Is(err, frontier.ErrEmpty) {
 			c.budget.Add(1)
+			if c.cfg.Router != nil {
+				c.cfg.Router.Idle()
+			}
 			// The frontier is empty, but results still being committed may
 			// add links: wait for the next commit and look again.
 			if !c.waitCommit(ctx, gen) {

@@ -29,6 +29,10 @@ type Router interface {
 	// views of the network differ).
 	Handover(b *pebble.Batch, node string, items []frontier.Item) error
 	Committed()
+	// Idle says the crawler has nothing to fetch: URLs held back to be
+	// sent in larger batches should leave now, as they may be all the
+	// work the network has.
+	Idle()
 }
 
 // ErrNotRunning is returned by Submit, Accept and AddSeeds when Run is not running.

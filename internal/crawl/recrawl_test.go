@@ -54,6 +54,8 @@ func (r *halfRouter) Handover(b *pebble.Batch, node string, items []frontier.Ite
 
 func (r *halfRouter) Committed() {}
 
+func (r *halfRouter) Idle() {}
+
 func (r *halfRouter) take() map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

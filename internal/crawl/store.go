@@ -36,6 +36,9 @@ type Copy struct {
 	// Capture is the record's index entry when the record is a capture
 	// (response, revisit); its location fields are ignored.
 	Capture *index.Capture
+	// Record, if not nil, is the member's record as the caller read and
+	// checked it; Store then does not decompress the member again.
+	Record *warc.Record
 }
 
 // copiedPrefix keys the records copied from other nodes that the capture
@@ -46,18 +49,26 @@ const copiedPrefix = importedPrefix
 // Store adds copies of records made by other nodes to this node's archive
 // (replication and repair) and returns once they are durable, with the
 // number stored: a record already here is skipped. The caller has checked
-// each member's digest; Store reads each record's header to check it
-// against its capture and to know its ID.
+// each member's digest; Store reads each record (or takes Copy.Record) to
+// check it against its capture and to know its ID.
 func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 	ids := make([]string, len(copies))
 	facts := make([]copyFacts, len(copies))
 	for i, cp := range copies {
 		var id string
 		var err error
-		if cp.Capture != nil {
+		switch {
+		case cp.Record != nil:
+			id = cp.Record.ID()
+			if id == "" {
+				err = errors.New("record without WARC-Record-ID")
+			} else if cp.Capture != nil {
+				facts[i] = recordFacts(cp.Record)
+			}
+		case cp.Capture != nil:
 			// A capture's record is read whole once: its ID and its facts.
 			facts[i], id, err = factsOf(cp.Member)
-		} else {
+		default:
 			id, err = memberRecordID(cp.Member)
 		}
 		if err != nil {
@@ -99,18 +110,24 @@ func factsOf(member []byte) (copyFacts, string, error) {
 	if id == "" {
 		return copyFacts{}, "", errors.New("record without WARC-Record-ID")
 	}
+	return recordFacts(rec), id, nil
+}
+
+// recordFacts returns the facts of a response or revisit record (zero for
+// other records).
+func recordFacts(rec *warc.Record) copyFacts {
 	if rec.Type() != warc.TypeResponse && rec.Type() != warc.TypeRevisit {
-		return copyFacts{}, id, nil
+		return copyFacts{}
 	}
 	status, h, ok := parseHTTPHead(rec.Block)
 	if !ok {
-		return copyFacts{}, id, nil
+		return copyFacts{}
 	}
 	f := copyFacts{etag: h.Get("ETag"), lastModified: h.Get("Last-Modified")}
 	if rec.Type() == warc.TypeResponse {
 		f.simhash = pageSimHash(status, h, rec.Block)
 	}
-	return f, id, nil
+	return f
 }
 
 // noteCopy gives a capture copied from another node a re-crawl entry

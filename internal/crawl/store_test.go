@@ -48,6 +48,17 @@ func TestStoreCopies(t *testing.T) {
 	if len(copies) < 20 {
 		t.Fatalf("only %d captures to copy", len(copies))
 	}
+	// Every other copy comes with its record read, as replication hands
+	// them over; the rest Store reads itself. Both must end the same.
+	for i := 1; i < len(copies); i += 2 {
+		r, err := warc.NewReader(bytes.NewReader(copies[i].Member))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if copies[i].Record, _, err = r.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	dst := testConfig(t, srv.URL())
 	dst.Continuous = true
@@ -150,6 +161,11 @@ func TestStoreCopies(t *testing.T) {
 	defer cancel()
 	if _, err := c.Store(ctx, []Copy{bad}); err == nil {
 		t.Error("a copy with the wrong capture was stored")
+	}
+	bad.Record = copies[1].Record
+	bad.Capture = copies[0].Capture
+	if _, err := c.Store(ctx, []Copy{bad}); err == nil {
+		t.Error("a copy whose record is not its capture's was stored")
 	}
 	if _, err := c.Store(ctx, []Copy{{Member: []byte("not gzip")}}); err == nil {
 		t.Error("garbage was stored")

@@ -46,7 +46,7 @@ func (n *Node) otherReplicas(site string) []string {
 func (n *Node) storeCopies(ctx context.Context, from string, copies []replicate.Copy) error {
 	cs := make([]crawl.Copy, len(copies))
 	for i, c := range copies {
-		cs[i] = crawl.Copy{Member: c.Member, Capture: c.Capture}
+		cs[i] = crawl.Copy{Member: c.Member, Capture: c.Capture, Record: c.Record}
 	}
 	stored, err := n.crawl.Store(ctx, cs)
 	n.replicaStored.Add(int64(stored))

@@ -49,6 +49,8 @@ func (r *router) Handover(b *pebble.Batch, node string, items []frontier.Item) e
 
 func (r *router) Committed() { r.out.Committed() }
 
+func (r *router) Idle() { r.out.Flush() }
+
 func links(items []frontier.Item) []outbox.Link {
 	ls := make([]outbox.Link, len(items))
 	for i, it := range items {

@@ -45,7 +45,7 @@ const Path = "/v1/urls"
 // Defaults of Config.
 const (
 	DefaultBatchSize     = 500
-	DefaultMaxDelay      = 200 * time.Millisecond
+	DefaultMaxDelay      = 2 * time.Second
 	DefaultRecentPerPeer = 100_000
 )
 
@@ -75,8 +75,9 @@ type Config struct {
 	// ok is false when the member is not live now.
 	Resolve func(peerID string) (addr string, ok bool)
 	// A peer's batch is sent once it holds BatchSize URLs (default 500,
-	// at most MaxBatchURLs) or its oldest URL has waited MaxDelay
-	// (default 200ms).
+	// at most MaxBatchURLs), its oldest URL has waited MaxDelay (default
+	// 2s: a URL is a few bytes on the wire only in batches of dozens), or
+	// Flush was called.
 	BatchSize int
 	MaxDelay  time.Duration
 	// RecentPerPeer is the size of the per-peer cache of recently queued
@@ -131,6 +132,7 @@ type peerState struct {
 	recent *recentSet
 	sender bool          // a sender goroutine runs for this peer
 	poke   chan struct{} // wakes that goroutine
+	flush  bool          // send without waiting for a full batch, until the queue is empty
 }
 
 // Open opens the outbox kept in cfg.DB and resumes the queues found there.
@@ -386,6 +388,22 @@ func (o *Outbox) Stats() Stats {
 	}
 }
 
+// Flush has every peer's queued URLs sent now, and those queued until its
+// queue is next empty, without waiting for a batch to fill or MaxDelay to
+// pass. A crawler calls it when it has nothing left to fetch: then
+// batching would only hold up the network's work.
+func (o *Outbox) Flush() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range o.peers {
+		p.flush = true
+		select {
+		case p.poke <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Run sends queued URLs until ctx is done, with one sender per peer that
 // has any, so that a slow peer delays only its own queue. It returns nil
 // once ctx is done and every send in flight has ended.
@@ -448,13 +466,16 @@ func (o *Outbox) send(ctx context.Context, p *peerState) {
 		}
 		pending, since := p.pending, p.since
 		wait := time.Duration(0)
-		if pending < o.cfg.BatchSize {
+		if pending < o.cfg.BatchSize && !p.flush {
 			wait = time.Until(since.Add(o.cfg.MaxDelay))
 		}
 		o.mu.Unlock()
-		if wait > 0 && !sleep(ctx, wait, p.poke) {
-			o.stop(p)
-			return
+		if wait > 0 {
+			if !sleep(ctx, wait, p.poke) {
+				o.stop(p)
+				return
+			}
+			continue // woken by a commit or Flush, or the wait is over: look again
 		}
 		if ctx.Err() != nil {
 			o.stop(p)
@@ -543,6 +564,9 @@ func (o *Outbox) sendBatch(ctx context.Context, p *peerState, pending int) error
 	_, last, _ := parseKey(keys[len(keys)-1])
 	o.mu.Lock()
 	p.pending = max(0, p.pending-len(keys))
+	if p.pending == 0 {
+		p.flush = false
+	}
 	if p.cursor == cursor {
 		p.cursor = last + 1
 	}

@@ -330,6 +330,47 @@ func TestDelivery(t *testing.T) {
 	}
 }
 
+// Flush sends a queue that is neither full nor old, once: URLs queued
+// after the queue emptied wait for a batch again.
+func TestFlush(t *testing.T) {
+	n := newNet(t)
+	rcv := newReceiver()
+	addr, _ := serve(t, n.b, Handler(rcv.accept))
+	res := &resolver{addrs: map[string]string{n.b.ID(): addr}}
+	s := newSender(t, n.a, t.TempDir(), res, Config{BatchSize: 500, MaxDelay: time.Hour})
+	ls := links(15)
+	s.run(t)
+	s.add(t, n.b.ID(), ls[:10])
+	s.o.Flush()
+	rcv.waitFor(t, 10)
+	s.drained(t, n.b.ID())
+	// Let the sender see the empty queue and stop, so that the next URLs
+	// are not taken for leftovers found on disk (which leave at once).
+	for {
+		s.o.mu.Lock()
+		running := s.o.peers[n.b.ID()].sender
+		s.o.mu.Unlock()
+		if !running {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	s.add(t, n.b.ID(), ls[10:])
+	time.Sleep(300 * time.Millisecond) // they would leave in this time if the flush had stuck
+	rcv.mu.Lock()
+	early := len(rcv.got)
+	rcv.mu.Unlock()
+	if early != 10 {
+		t.Errorf("receiver has %d URLs before the second Flush, want 10", early)
+	}
+	s.o.Flush()
+	rcv.waitFor(t, 15)
+	s.drained(t, n.b.ID())
+	s.close(t)
+	rcv.check(t, ls, n.a.ID())
+}
+
 func TestPeerDown(t *testing.T) {
 	n := newNet(t)
 	res := &resolver{addrs: map[string]string{}}

@@ -21,7 +21,8 @@ import (
 // the capture's — and refuses a batch with anything wrong in it (4xx)
 // without calling store. Otherwise it passes the copies, in the order
 // sent, to store with the certified ID of the sending node, and
-// acknowledges (204) only once store has returned nil; an error from store
+// acknowledges (204) only once store has returned nil; each copy's
+// Record is the record read in that check; an error from store
 // is answered 503, and the sender keeps the batch and tries again later.
 // store must hold the copies durably before it returns, must skip records
 // it already holds (delivery is at least once), and must be safe for
@@ -84,14 +85,15 @@ func Handler(store func(ctx context.Context, from string, copies []Copy) error) 
 	})
 }
 
-// verifyCopies checks every copy of a batch (see verifyCopy).
+// verifyCopies checks every copy of a batch and sets its Record (see
+// verifyCopy).
 func verifyCopies(copies []Copy) error {
 	entry := -1
-	for i, cp := range copies {
-		if cp.Capture != nil {
+	for i := range copies {
+		if copies[i].Capture != nil {
 			entry++
 		}
-		if err := verifyCopy(cp); err != nil {
+		if err := verifyCopy(&copies[i]); err != nil {
 			if errors.Is(err, errTooLarge) {
 				return err
 			}

@@ -556,6 +556,10 @@ type item struct {
 // errTooLargeForPeer is a batch the peer refused as too large.
 var errTooLargeForPeer = errors.New("replicate: peer refused the batch as too large")
 
+// errRefusedByPeer is a batch the peer refused as malformed: a record in
+// it did not check out there.
+var errRefusedByPeer = errors.New("replicate: peer refused the batch")
+
 // sendBatch sends the oldest batch of p's queue; pending is the count
 // seen before reading it.
 func (q *Queue) sendBatch(ctx context.Context, p *peerState, pending int) error {
@@ -578,15 +582,27 @@ func (q *Queue) sendBatch(ctx context.Context, p *peerState, pending int) error 
 	if !ok {
 		return errors.New("replicate: peer is not live")
 	}
-	entries, dropped, err := q.load(p.id, items)
+	// The records are read unchecked: the receiver checks every one, and
+	// only when it refuses a batch are they checked here, to drop those
+	// that went bad on this node's disk (each check decompresses one).
+	entries, dropped, err := q.load(p.id, items, false)
 	if err != nil {
 		return err
 	}
+	q.dropped.Add(int64(len(dropped)))
 	if len(entries) == 0 {
 		return q.remove(p, cursor, true, dropped, nil)
 	}
 	body := encodeBatch(nil, entries)
-	switch err := q.post(ctx, addr, p.id, body); {
+	err = q.post(ctx, addr, p.id, body)
+	if errors.Is(err, errRefusedByPeer) {
+		if _, bad, lerr := q.load(p.id, items, true); lerr == nil && len(bad) > len(dropped) {
+			// Some records went bad here: drop them, send the rest.
+			q.dropped.Add(int64(len(bad) - len(dropped)))
+			return q.remove(p, cursor, false, bad, nil)
+		}
+	}
+	switch {
 	case errors.Is(err, errTooLargeForPeer) && len(entries) > 1:
 		q.mu.Lock()
 		p.limit = max(1, len(body)/2)
@@ -679,11 +695,12 @@ type errDrop struct{ err error }
 
 func (e errDrop) Error() string { return e.err.Error() }
 
-// load reads and checks the members of items from the WARC directory. It
-// returns the entries to send and the items whose records are missing or
-// corrupt, which it logs and counts; an error is one that may pass (the
-// directory unreadable, an I/O error).
-func (q *Queue) load(id string, items []item) (entries []wireEntry, dropped []item, err error) {
+// load reads the members of items from the WARC directory, checking each
+// member whole if verify is set (else only that it starts as a gzip
+// member does). It returns the entries to send and the items whose
+// records are missing or corrupt, which it logs; an error is
+// one that may pass (the directory unreadable, an I/O error).
+func (q *Queue) load(id string, items []item, verify bool) (entries []wireEntry, dropped []item, err error) {
 	root, err := os.OpenRoot(q.cfg.WARCDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("replicate: %w", err)
@@ -696,11 +713,10 @@ func (q *Queue) load(id string, items []item) (entries []wireEntry, dropped []it
 		}
 	}()
 	for _, it := range items {
-		members, err := loadEntry(root, files, &it.entry)
+		members, err := loadEntry(root, files, &it.entry, verify)
 		var drop errDrop
 		switch {
 		case errors.As(err, &drop):
-			q.dropped.Add(1)
 			q.log.Error("replicate: a capture's local records are missing or corrupt; dropping its copy",
 				"peer", id, "url", truncate(it.entry.Capture.URL), "record", it.entry.Capture.RecordID, "err", err)
 			dropped = append(dropped, it)
@@ -715,8 +731,9 @@ func (q *Queue) load(id string, items []item) (entries []wireEntry, dropped []it
 	return entries, dropped, nil
 }
 
-// loadEntry reads e's members through root, opening files as needed.
-func loadEntry(root *os.Root, files map[string]*os.File, e *Entry) ([][]byte, error) {
+// loadEntry reads e's members through root, opening files as needed, and
+// checks them as load does.
+func loadEntry(root *os.Root, files map[string]*os.File, e *Entry, verify bool) ([][]byte, error) {
 	members := make([][]byte, 0, len(e.Records))
 	for i, l := range e.Records {
 		f := files[l.Segment]
@@ -745,12 +762,17 @@ func loadEntry(root *os.Root, files map[string]*os.File, e *Entry) ([][]byte, er
 		case err != nil:
 			return nil, fmt.Errorf("replicate: %w", err)
 		}
-		cp := Copy{Member: m}
-		if i == 0 {
-			cp.Capture = &e.Capture
+		if len(m) < 2 || m[0] != 0x1f || m[1] != 0x8b {
+			return nil, errDrop{fmt.Errorf("replicate: record at %d in %s: not a gzip member", l.Offset, l.Segment)}
 		}
-		if err := verifyCopy(cp); err != nil {
-			return nil, errDrop{fmt.Errorf("replicate: record at %d in %s: %w", l.Offset, l.Segment, err)}
+		if verify {
+			cp := Copy{Member: m}
+			if i == 0 {
+				cp.Capture = &e.Capture
+			}
+			if err := verifyCopy(&cp); err != nil {
+				return nil, errDrop{fmt.Errorf("replicate: record at %d in %s: %w", l.Offset, l.Segment, err)}
+			}
 		}
 		members = append(members, m)
 	}
@@ -842,6 +864,8 @@ func (q *Queue) post(ctx context.Context, addr, id string, body []byte) error {
 	switch {
 	case resp.StatusCode == http.StatusRequestEntityTooLarge:
 		return fmt.Errorf("%w: %q", errTooLargeForPeer, strings.TrimSpace(string(msg)))
+	case resp.StatusCode == http.StatusBadRequest:
+		return fmt.Errorf("%w: %q", errRefusedByPeer, strings.TrimSpace(string(msg)))
 	case resp.StatusCode/100 != 2:
 		return fmt.Errorf("replicate: peer %s answered %s: %q", addr, resp.Status, strings.TrimSpace(string(msg)))
 	}

@@ -64,6 +64,9 @@ type Copy struct {
 	// entry); nil on its request and metadata records. Node, Segment,
 	// Offset and Length are zero: the receiver sets them.
 	Capture *index.Capture
+	// Record is the member's record as Handler read and checked it, so
+	// that the store need not decompress the member again.
+	Record *warc.Record
 }
 
 // wireEntry is one entry of a batch being encoded.
@@ -339,8 +342,8 @@ func matches(rec *warc.Record, c *index.Capture) string {
 }
 
 // verifyCopy checks a copy's member and, for a capture's own record, that
-// it is the record the capture names.
-func verifyCopy(cp Copy) error {
+// it is the record the capture names, and sets cp.Record.
+func verifyCopy(cp *Copy) error {
 	rec, err := readMember(cp.Member)
 	if err != nil {
 		return err
@@ -350,5 +353,6 @@ func verifyCopy(cp Copy) error {
 			return errors.New(why)
 		}
 	}
+	cp.Record = rec
 	return nil
 }
