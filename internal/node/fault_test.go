@@ -192,6 +192,10 @@ func TestLeaveHandsOver(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the node did not stop after leaving")
 	}
+	// The hand-over was charged to the repair budget, which caps it.
+	if rs := leaving.replicationStats(); rs.HandedOverBytes == 0 || leaving.budget.Charged() < rs.HandedOverBytes {
+		t.Errorf("leaving node queued %d bytes for the new holders, its repair budget was charged %d", rs.HandedOverBytes, leaving.budget.Charged())
+	}
 	rest := nodes[:3]
 	waitMembers(t, 3, rest...)
 	held := map[string]int{}
@@ -306,6 +310,9 @@ func TestJoinMovesCopies(t *testing.T) {
 		rs := n.replicationStats()
 		handed += rs.HandedOver
 		released += rs.Released
+		if rs.HandedOver > 0 && (rs.HandedOverBytes == 0 || n.budget.Charged() < rs.HandedOverBytes) {
+			t.Errorf("%s handed over %d captures, %d bytes, but its repair budget was charged %d", n.name, rs.HandedOver, rs.HandedOverBytes, n.budget.Charged())
+		}
 	}
 	if released == 0 {
 		t.Error("no node released a copy")

@@ -25,7 +25,10 @@ const pushBatch = 1000
 // replication queue, staged in the crawler's commit order a batch at a
 // time: targets gives the nodes a capture goes to (none: it stays), and
 // mark, if not nil, stages whatever must be recorded with the push in the
-// same batch. It returns the number of captures queued.
+// same batch. It returns the number of captures queued. The pushes are
+// maintenance: each batch is charged to the repair budget, bytes times
+// targets, before it is queued, so that a hand-over moves no faster than
+// anti-entropy may (the queue sends what it is given at once).
 func (n *Node) pushLocal(ctx context.Context, targets func(index.Capture) []string, mark func(*pebble.Batch, index.Capture) error) (int, error) {
 	type push struct {
 		c       index.Capture
@@ -38,6 +41,16 @@ func (n *Node) pushLocal(ctx context.Context, targets func(index.Capture) []stri
 		if len(batch) == 0 {
 			return nil
 		}
+		size := 0
+		for _, p := range batch {
+			for _, r := range p.records {
+				size += int(r.Length) * len(p.to)
+			}
+		}
+		if err := n.budget.Throttle(ctx, size); err != nil {
+			return err
+		}
+		n.pushedOver.Add(int64(size))
 		err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
 			for _, p := range batch {
 				entry := replicate.Entry{Capture: p.c, Records: p.records}

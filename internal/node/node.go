@@ -127,6 +127,7 @@ type Node struct {
 	drain             drainState
 	handoff           handoffRunner
 	handedOver        atomic.Int64 // captures of sites not held here, pushed to their replicas
+	pushedOver        atomic.Int64 // bytes queued by hand-overs and leave, charged to the repair budget
 	orphans           atomic.Int64 // captures indexed here of sites this node does not hold
 	released          atomic.Int64 // of those, taken out of the index once the replicas confirmed
 	replicaStored     atomic.Int64 // records stored from other nodes' pushes

@@ -67,6 +67,10 @@ type ReplicationStats struct {
 	// HandedOver counts captures of sites this node is not a replica of
 	// (any more) that it pushed to their replicas.
 	HandedOver int64 `json:"handed_over"`
+	// HandedOverBytes counts the record bytes queued by hand-overs (here
+	// and by leave), times the nodes each went to; they are charged to
+	// the repair budget.
+	HandedOverBytes int64 `json:"handed_over_bytes"`
 	// Released counts those taken out of this node's index once every
 	// replica confirmed it holds them (their bytes stay in the segments).
 	Released int64 `json:"released"`
@@ -77,7 +81,7 @@ func (n *Node) replicationStats() ReplicationStats {
 	return ReplicationStats{
 		Replicas: n.cfg.Replicas, UnderReplicated: n.push.Under(), Pending: n.push.Pending(),
 		Pushed: ps.Entries, PushedBytes: ps.Bytes, Dropped: ps.Dropped, Received: n.replicaStored.Load(),
-		HandedOver: n.handedOver.Load(), Released: n.released.Load(),
+		HandedOver: n.handedOver.Load(), HandedOverBytes: n.pushedOver.Load(), Released: n.released.Load(),
 	}
 }
 
