@@ -237,6 +237,11 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 	if err != nil {
 		return nil, fmt.Errorf("crawl: warc: %w", err)
 	}
+	// Durable before the index says they are here and the sender is told
+	// so: a copy acknowledged is one of the r a capture counts on.
+	if err := w.Sync(); err != nil {
+		return nil, fmt.Errorf("crawl: warc sync: %w", err)
+	}
 	for k, e := range entries {
 		l := locs[k]
 		ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
