@@ -214,6 +214,22 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 	if err != nil {
 		return err
 	}
+	for i := range group {
+		if mv := group[i].move; mv != nil {
+			if copied[i], err = c.stageMove(b, openWriter, mv, ends); err != nil {
+				return err
+			}
+		}
+	}
+	if len(ends) > 0 {
+		w, err := openWriter()
+		if err != nil {
+			return err
+		}
+		c.compactMu.Lock()
+		c.writing = w.Segment()
+		c.compactMu.Unlock()
+	}
 	st := c.stats.state()
 	st.Captures += captures
 	st.Bytes += bytes

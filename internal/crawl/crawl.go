@@ -54,6 +54,11 @@ type Crawler struct {
 	commitMu sync.Mutex   // guards commitGen changes with commitCond
 	commitC  *sync.Cond
 	gen      uint64 // commits so far; lets a worker tell "empty" from "not yet committed"
+
+	compacting sync.Mutex           // held by Compact
+	compactMu  sync.Mutex           // guards writing and unlinkAt
+	writing    string               // the segment the commit loop writes to
+	unlinkAt   map[string]time.Time // compacted segments to delete, and since when they are dropped
 }
 
 // Open prepares a crawl: opens (or creates) the data directory, reconciles

@@ -40,7 +40,8 @@ type result struct {
 	copies     []Copy                    // records from other nodes (Store)
 	copyIDs    []string                  // their record IDs
 	copyFacts  []copyFacts               // what their records tell (Store)
-	stored     chan<- int                // told how many copies were new (Store)
+	stored     chan<- int                // told how many copies were new (Store), or records moved (Compact)
+	move       *relocation               // records carried over from a segment being compacted
 	revisit    *revisitOf                // the capture is a revisit of this record
 	simhash    uint64                    // of an HTML page's text
 }

@@ -169,7 +169,7 @@ func dropLostCaptures(db *pebble.DB, segment string, size, end int64, log *slog.
 	}
 	key := []byte(segmentPrefix + segment)
 	if size == 0 {
-		err = b.Delete(key, nil)
+		err = errors.Join(b.Delete(key, nil), b.Delete([]byte(deadPrefix+segment), nil))
 	} else {
 		err = b.Set(key, binary.BigEndian.AppendUint64(nil, uint64(size)), nil)
 	}

@@ -304,19 +304,26 @@ func RecordKey(prefix, recordID string) []byte {
 // HasRecord reports whether r, the database or an indexed batch, holds
 // the capture of urlKey at time t made by the record recordID.
 func HasRecord(r pebble.Reader, urlKey string, t time.Time, recordID string) (bool, error) {
+	c, ok, err := Lookup(r, urlKey, t)
+	return ok && c.RecordID == recordID, err
+}
+
+// Lookup returns the capture of urlKey at time t from r, the database or
+// an indexed batch.
+func Lookup(r pebble.Reader, urlKey string, t time.Time) (Capture, bool, error) {
 	v, closer, err := r.Get(captureKey(urlKey, t))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
+		return Capture{}, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("index: %w", err)
+		return Capture{}, false, fmt.Errorf("index: %w", err)
 	}
 	defer closer.Close()
 	c, err := decodeCapture(v)
 	if err != nil {
-		return false, err
+		return Capture{}, false, err
 	}
-	return c.RecordID == recordID, nil
+	return c, true, nil
 }
 
 func captureKey(urlKey string, t time.Time) []byte {

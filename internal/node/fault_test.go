@@ -263,14 +263,19 @@ func withoutRequest(t *testing.T, n *testNode) int {
 func TestJoinMovesCopies(t *testing.T) {
 	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
 	netDir := newNetwork(t)
-	nodes, _ := startNetworkIn(t, netDir, 3, srv.URL())
+	// Small segments, rewritten when they hold any released copy, so that
+	// released copies must leave the disks.
+	small := func(c *Config) { c.Crawl.SegmentSize, c.CompactMinDead = 64<<10, 1e-9 }
+	nodes, _ := startNetworkIn(t, netDir, 3, srv.URL(), small)
 	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
 		t.Fatal(err)
 	}
 	waitQuiet(t, nodes...)
 	waitCopies(t, 3, nodes...)
 
-	nodes = append(nodes, start(t, "n4", nodeConfig(t.TempDir(), srv.URL(), admit(t, netDir, "n4"), nodes[0].Addrs().Peer)))
+	cfg4 := nodeConfig(t.TempDir(), srv.URL(), admit(t, netDir, "n4"), nodes[0].Addrs().Peer)
+	small(&cfg4)
+	nodes = append(nodes, start(t, "n4", cfg4))
 	waitMembers(t, 4, nodes...)
 	joined := time.Now()
 	var wrong int
@@ -317,5 +322,81 @@ func TestJoinMovesCopies(t *testing.T) {
 	if released == 0 {
 		t.Error("no node released a copy")
 	}
-	t.Logf("after a join, every capture on exactly its 3 replicas %v later; %d captures handed over, %d copies released", time.Since(joined).Round(time.Millisecond), handed, released)
+	// The released copies leave the disks: every segment holding one is
+	// rewritten without it, except the one each node is writing.
+	for deadline := time.Now().Add(time.Minute); ; {
+		left := 0
+		for _, n := range nodes[:3] {
+			left += releasedOnDisk(t, n)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d released copies are still on disk outside the segments being written", left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var compacted, reclaimed int64
+	for _, n := range nodes {
+		rs := n.replicationStats()
+		compacted += rs.Compacted
+		reclaimed += rs.Reclaimed
+		checkIndexAgrees(t, n)
+	}
+	if compacted == 0 || reclaimed <= 0 {
+		t.Errorf("%d segments compacted, %d bytes reclaimed", compacted, reclaimed)
+	}
+	t.Logf("after a join, every capture on exactly its 3 replicas %v later; %d captures handed over, %d copies released; %d segments compacted, %d bytes reclaimed",
+		time.Since(joined).Round(time.Millisecond), handed, released, compacted, reclaimed)
+}
+
+// releasedOnDisk counts the response and revisit records in n's segments,
+// except the newest, that its index does not hold. (A compacted segment's
+// file stays for a grace period of 10s after it is dropped.)
+func releasedOnDisk(t *testing.T, n *testNode) int {
+	t.Helper()
+	indexed := map[string]bool{}
+	n.LocalCaptures(context.Background(), func(c index.Capture) bool {
+		indexed[c.RecordID] = true
+		return true
+	})
+	segs, err := warc.Segments(filepath.Join(n.data, "warc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := 0
+	for _, seg := range segs[:max(0, len(segs)-1)] {
+		f, err := os.Open(seg)
+		if err != nil {
+			continue // compacted away meanwhile
+		}
+		r, _ := warc.NewReader(f)
+		for {
+			rec, _, err := r.Next()
+			if err != nil {
+				break
+			}
+			typ := rec.Type()
+			if (typ == warc.TypeResponse || typ == warc.TypeRevisit) && !indexed[rec.ID()] {
+				left++
+			}
+		}
+		f.Close()
+	}
+	return left
+}
+
+// checkIndexAgrees checks that every capture n indexes is the record at
+// its location.
+func checkIndexAgrees(t *testing.T, n *testNode) {
+	t.Helper()
+	n.LocalCaptures(context.Background(), func(c index.Capture) bool {
+		rec, err := warc.ReadAt(filepath.Join(n.data, "warc"), warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+		if err != nil || rec.ID() != c.RecordID {
+			t.Errorf("%s: capture %s %s: the record at %s:%d is not it (%v)", n.name, c.URL, c.RecordID, c.Segment, c.Offset, err)
+			return false
+		}
+		return true
+	})
 }

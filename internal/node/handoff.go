@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/replicate"
 	"github.com/waggle-archive/waggle/internal/urlkey"
@@ -167,8 +168,8 @@ const releaseBatch = 256
 // release takes out of this node's index the captures of sites it no
 // longer holds, once they were handed over under the current ring and
 // every replica of the site has confirmed it holds them: the copy here is
-// no longer needed, and no longer served. The bytes stay in their WARC
-// segment (segments are append-only; nothing compacts them yet).
+// no longer needed, and no longer served. Their bytes leave the disk when
+// compact rewrites their segments.
 func (n *Node) release(ctx context.Context) error {
 	if n.orphans.Load() == 0 {
 		return nil
@@ -189,17 +190,22 @@ func (n *Node) release(ctx context.Context) error {
 		return err
 	}
 	var confirmed []index.Capture
+	var companions [][]warc.Location
 	for _, c := range candidates {
 		if n.confirmed(ctx, c) {
 			confirmed = append(confirmed, c)
+			// Without them the capture still goes; its request and
+			// metadata records are only not counted as dead bytes.
+			more, _ := n.local.Companions(c)
+			companions = append(companions, more)
 		}
 	}
 	if len(confirmed) == 0 {
 		return nil
 	}
 	err = n.crawl.Update(ctx, func(b *pebble.Batch) error {
-		for _, c := range confirmed {
-			if err := index.Delete(b, c); err != nil {
+		for i, c := range confirmed {
+			if err := crawl.Release(b, c, companions[i]); err != nil {
 				return err
 			}
 			if err := b.Delete(handoffKey(c.RecordID), nil); err != nil {
@@ -232,4 +238,19 @@ func (n *Node) confirmed(ctx context.Context, c index.Capture) bool {
 		}
 	}
 	return len(to) > 0
+}
+
+// compact rewrites the segments that are mostly released copies, so that
+// a copy this node handed over leaves its disk too; a segment whose
+// records are still queued for other nodes waits for a later round.
+func (n *Node) compact(ctx context.Context) {
+	st, err := n.crawl.Compact(ctx, crawl.CompactOptions{MinDead: n.cfg.CompactMinDead, InUse: n.push.Refers})
+	n.compacted.Add(int64(st.Segments))
+	n.reclaimed.Add(st.Reclaimed)
+	if st.Segments > 0 {
+		n.log.Info("node: compacted segments of released copies", "segments", st.Segments, "records_kept", st.Moved, "bytes_reclaimed", st.Reclaimed)
+	}
+	if err != nil && ctx.Err() == nil {
+		n.log.Warn("node: compacting segments", "err", err)
+	}
 }

@@ -83,6 +83,10 @@ type Config struct {
 	// that repair never starves crawling or replay.
 	RepairEvery time.Duration
 	RepairRate  int64
+	// CompactMinDead is the share of a WARC segment's bytes that released
+	// copies must make up before the segment is rewritten without them
+	// (default DefaultCompactMinDead).
+	CompactMinDead float64
 	// LeaveTimeout is how long a stopping node waits for the news of its
 	// departure to spread (default 2s). Negative: it stops without
 	// announcing it, as a crash would, and the others notice by failure
@@ -130,6 +134,8 @@ type Node struct {
 	pushedOver        atomic.Int64 // bytes queued by hand-overs and leave, charged to the repair budget
 	orphans           atomic.Int64 // captures indexed here of sites this node does not hold
 	released          atomic.Int64 // of those, taken out of the index once the replicas confirmed
+	compacted         atomic.Int64 // segments rewritten without released copies
+	reclaimed         atomic.Int64 // bytes those rewrites freed
 	replicaStored     atomic.Int64 // records stored from other nodes' pushes
 
 	seedMu     sync.Mutex
@@ -155,6 +161,9 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if cfg.RepairEvery <= 0 {
 		cfg.RepairEvery = DefaultRepairEvery
+	}
+	if cfg.CompactMinDead <= 0 {
+		cfg.CompactMinDead = DefaultCompactMinDead
 	}
 	if cfg.RepairRate <= 0 {
 		cfg.RepairRate = DefaultRepairRate

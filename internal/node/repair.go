@@ -16,6 +16,10 @@ import (
 const (
 	DefaultRepairEvery = 30 * time.Second
 	DefaultRepairRate  = 8 << 20 // bytes per second
+	// DefaultCompactMinDead is Config.CompactMinDead's default: a node
+	// that a join relieves of a quarter of its sites rewrites its
+	// segments, at the cost of writing the other three quarters again.
+	DefaultCompactMinDead = 0.25
 )
 
 // repairBatch bounds the records copied per Store call.
@@ -85,6 +89,7 @@ func (n *Node) repair(ctx context.Context) {
 		if err := n.release(ctx); err != nil && ctx.Err() == nil {
 			n.log.Warn("node: releasing captures handed over", "err", err)
 		}
+		n.compact(ctx)
 		n.repairs.last.Store(time.Now().UnixNano())
 	}
 }

@@ -72,8 +72,12 @@ type ReplicationStats struct {
 	// the repair budget.
 	HandedOverBytes int64 `json:"handed_over_bytes"`
 	// Released counts those taken out of this node's index once every
-	// replica confirmed it holds them (their bytes stay in the segments).
+	// replica confirmed it holds them.
 	Released int64 `json:"released"`
+	// Compacted counts the segments rewritten without released copies,
+	// and Reclaimed the disk bytes that freed.
+	Compacted int64 `json:"segments_compacted"`
+	Reclaimed int64 `json:"bytes_reclaimed"`
 }
 
 func (n *Node) replicationStats() ReplicationStats {
@@ -82,6 +86,7 @@ func (n *Node) replicationStats() ReplicationStats {
 		Replicas: n.cfg.Replicas, UnderReplicated: n.push.Under(), Pending: n.push.Pending(),
 		Pushed: ps.Entries, PushedBytes: ps.Bytes, Dropped: ps.Dropped, Received: n.replicaStored.Load(),
 		HandedOver: n.handedOver.Load(), HandedOverBytes: n.pushedOver.Load(), Released: n.released.Load(),
+		Compacted: n.compacted.Load(), Reclaimed: n.reclaimed.Load(),
 	}
 }
 

@@ -411,6 +411,29 @@ func (q *Queue) Retarget(b *pebble.Batch, replicas func(site string) []string) e
 	return nil
 }
 
+// Refers reports whether an entry queued in r (the database, or an
+// indexed batch about to commit) names a record in segment: a segment
+// being compacted away must wait until such entries are sent.
+func (q *Queue) Refers(r pebble.Reader, segment string) (bool, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(queuePrefix), UpperBound: prefixEnd(queuePrefix)})
+	if err != nil {
+		return false, fmt.Errorf("replicate: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		e, _, err := parseValue(it.Value())
+		if err != nil {
+			continue // Run drops it; it names nothing that can be sent
+		}
+		for _, l := range e.Records {
+			if l.Segment == segment {
+				return true, nil
+			}
+		}
+	}
+	return false, it.Error()
+}
+
 // Pending returns the number of entries queued per peer.
 func (q *Queue) Pending() map[string]int {
 	q.mu.Lock()

@@ -397,9 +397,22 @@ func TestPeerDownThenUp(t *testing.T) {
 	if s.q.Under() != len(entries) || s.q.Pending()[b] != len(entries) {
 		t.Fatalf("Under %d, Pending %v while the peer is down; want all %d", s.q.Under(), s.q.Pending(), len(entries))
 	}
+	// While they wait, their segments are in use (compaction must not
+	// move them away); once delivered, no longer.
+	seg := entries[0].Records[0].Segment
+	if used, err := s.q.Refers(s.db, seg); err != nil || !used {
+		t.Errorf("Refers(%s) = %v, %v with entries queued in it", seg, used, err)
+	}
+	if used, err := s.q.Refers(s.db, "waggle-20000101000000-99999.warc.gz"); err != nil || used {
+		t.Errorf("Refers(another segment) = %v, %v", used, err)
+	}
 	addr, _ := serve(t, creds[1], Handler(rb.store))
 	res.set(b, addr)
 	waitUntil(t, "delivery", func() bool { return s.q.Under() == 0 })
+	waitUntil(t, "the queue to empty", func() bool { return len(s.q.Pending()) == 0 })
+	if used, err := s.q.Refers(s.db, seg); err != nil || used {
+		t.Errorf("Refers(%s) = %v, %v after delivery", seg, used, err)
+	}
 	rb.check(t, warcDir, entries, creds[0].ID())
 	if rb.calls < 4 {
 		t.Errorf("store called %d times, want the 3 failures and a success at least", rb.calls)
