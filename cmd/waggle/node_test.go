@@ -257,6 +257,8 @@ type procNode struct {
 	peer, http, join string
 	proxy            string
 	replicas         int
+	netns            string   // the network namespace it runs in ("": this process's)
+	extra            []string // flags after the usual ones, which they override
 	proc             *childProc
 }
 
@@ -296,6 +298,12 @@ func (c *cluster) waggle(args ...string) string {
 // start starts a long-running waggle process logging to a file.
 func (c *cluster) start(name string, args ...string) *childProc {
 	c.t.Helper()
+	return c.startCmd(name, c.bin, args...)
+}
+
+// startCmd starts a long-running process of program logging to a file.
+func (c *cluster) startCmd(name, program string, args ...string) *childProc {
+	c.t.Helper()
 	logs := filepath.Join(c.dir, "logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		c.t.Fatal(err)
@@ -311,7 +319,7 @@ func (c *cluster) start(name string, args ...string) *childProc {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	p.cmd = exec.Command(c.bin, args...)
+	p.cmd = exec.Command(program, args...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
@@ -403,17 +411,25 @@ func (c *cluster) portPair() string {
 // after the first joining the first) and waits until all see each other.
 func (c *cluster) startNetwork(n int, proxy string, replicas int) []*procNode {
 	c.t.Helper()
+	return c.startNetworkWith(n, proxy, replicas, func(_ int, pn *procNode) {
+		pn.peer, pn.http = c.portPair(), c.portPair()
+	})
+}
+
+// startNetworkWith is startNetwork with place setting each node's
+// addresses (and whatever else differs from the defaults) before it starts.
+func (c *cluster) startNetworkWith(n int, proxy string, replicas int, place func(i int, pn *procNode)) []*procNode {
+	c.t.Helper()
 	c.netDir = filepath.Join(c.dir, "net")
 	c.waggle("network", "init", "--dir", c.netDir)
 	var nodes []*procNode
 	for i := range n {
 		pn := &procNode{
 			name:     fmt.Sprintf("n%d", i+1),
-			peer:     c.portPair(),
-			http:     c.portPair(),
 			proxy:    proxy,
 			replicas: replicas,
 		}
+		place(i, pn)
 		pn.data = filepath.Join(c.dir, pn.name)
 		pn.cred = filepath.Join(c.dir, pn.name+".pem")
 		if i > 0 {
@@ -436,6 +452,13 @@ func (c *cluster) startNode(n *procNode) {
 		"--replicas", strconv.Itoa(n.replicas), "--repair-every", "500ms"}
 	if n.join != "" {
 		args = append(args, "--join", n.join)
+	}
+	args = append(args, n.extra...)
+	if n.netns != "" {
+		// ip execs the binary in the namespace: the process is waggle's.
+		args = append([]string{"netns", "exec", n.netns, c.bin}, args...)
+		n.proc = c.startCmd(n.name, "ip", args...)
+		return
 	}
 	n.proc = c.start(n.name, args...)
 }
