@@ -2,12 +2,14 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -278,6 +280,7 @@ func TestJoinMovesCopies(t *testing.T) {
 	nodes = append(nodes, start(t, "n4", cfg4))
 	waitMembers(t, 4, nodes...)
 	joined := time.Now()
+	var placed, cleaned time.Duration
 	var wrong int
 	for deadline := time.Now().Add(2 * time.Minute); ; {
 		rg := nodes[0].members.Ring()
@@ -303,6 +306,7 @@ func TestJoinMovesCopies(t *testing.T) {
 			}
 		}
 		if wrong == 0 {
+			placed = time.Since(joined)
 			break
 		}
 		if time.Now().After(deadline) {
@@ -330,6 +334,7 @@ func TestJoinMovesCopies(t *testing.T) {
 			left += releasedOnDisk(t, n)
 		}
 		if left == 0 {
+			cleaned = time.Since(joined)
 			break
 		}
 		if time.Now().After(deadline) {
@@ -347,8 +352,26 @@ func TestJoinMovesCopies(t *testing.T) {
 	if compacted == 0 || reclaimed <= 0 {
 		t.Errorf("%d segments compacted, %d bytes reclaimed", compacted, reclaimed)
 	}
-	t.Logf("after a join, every capture on exactly its 3 replicas %v later; %d captures handed over, %d copies released; %d segments compacted, %d bytes reclaimed",
-		time.Since(joined).Round(time.Millisecond), handed, released, compacted, reclaimed)
+	// And /metrics says so, of each node that compacted.
+	for _, n := range nodes {
+		rs := n.replicationStats()
+		if rs.Compacted == 0 {
+			continue
+		}
+		resp, err := http.Get("http://" + n.Addrs().HTTP + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := fmt.Sprintf("waggle_segments_compacted_total %d\n", rs.Compacted)
+		if !strings.Contains(string(body), want) || !strings.Contains(string(body), "waggle_released_total ") {
+			t.Errorf("%s: /metrics lacks %q or waggle_released_total:\n%s", n.name, want, body)
+		}
+	}
+	t.Logf("after a join, every capture on exactly its 3 replicas %v later; %d captures handed over, %d copies released; "+
+		"no released copy on disk outside the segments being written %v after the join (10s of it the grace for readers): %d segments compacted, %d bytes reclaimed",
+		placed.Round(time.Millisecond), handed, released, cleaned.Round(time.Millisecond), compacted, reclaimed)
 }
 
 // releasedOnDisk counts the response and revisit records in n's segments,

@@ -115,6 +115,10 @@ func (n *Node) metricsHandler() http.Handler {
 			metric("under_replicated_captures", "Captures made here with fewer than r acknowledged copies.", "gauge", float64(rs.UnderReplicated))
 			metric("replication_pushed_total", "Captures pushed to replicas.", "counter", float64(rs.Pushed))
 			metric("replication_received_total", "Records stored from other nodes' pushes.", "counter", float64(rs.Received))
+			metric("handed_over_total", "Captures of sites this node no longer holds, pushed to their replicas.", "counter", float64(rs.HandedOver))
+			metric("released_total", "Captures taken out of this node's index once their replicas confirmed them.", "counter", float64(rs.Released))
+			metric("segments_compacted_total", "WARC segments rewritten without released captures.", "counter", float64(rs.Compacted))
+			metric("reclaimed_bytes_total", "Disk bytes freed by those rewrites.", "counter", float64(rs.Reclaimed))
 		}
 		if st.Repair != nil {
 			metric("antientropy_rounds_total", "Anti-entropy rounds.", "counter", float64(st.Repair.Rounds))
