@@ -123,11 +123,16 @@ func (c *Crawler) Compact(ctx context.Context, opts CompactOptions) (CompactStat
 		return st, err
 	}
 	live, err := c.liveRecords(ctx, candidates)
-	if err != nil {
-		return st, err
+	if ctx.Err() != nil {
+		return st, ctx.Err()
 	}
-	var errs []error
+	// A segment that did not read is left out (and stays as it is); the
+	// others are compacted all the same.
+	errs := []error{err}
 	for seg, size := range candidates {
+		if _, ok := live[seg]; !ok {
+			continue
+		}
 		moved, bytes, err := c.compactSegment(ctx, seg, live[seg], opts.InUse)
 		st.Moved += moved
 		if err != nil {
@@ -179,6 +184,8 @@ type liveRecord struct {
 
 // liveRecords finds, in segment order, the records of the segments that
 // the index and the copied marks refer to, with each capture's companions.
+// A segment that cannot be read is missing from the result, and named in
+// the error.
 func (c *Crawler) liveRecords(ctx context.Context, segments map[string]int64) (map[string][]liveRecord, error) {
 	captures := map[string]map[int64]index.Capture{}
 	err := index.New(c.db).Range(ctx, "", "", false, func(cp index.Capture) (bool, error) {
@@ -213,14 +220,16 @@ func (c *Crawler) liveRecords(ctx context.Context, segments map[string]int64) (m
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
 	out := map[string][]liveRecord{}
+	var errs []error
 	for seg, size := range segments {
 		recs, err := c.scanLive(seg, size, captures[seg], marks[seg])
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		out[seg] = recs
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // scanLive reads segment's records up to its committed size and returns
