@@ -36,6 +36,9 @@ type RecrawlResult struct {
 	ChangedPages, Pages int
 	ChangedStored       int64
 	NewResponses        int
+	// Payloads are the WARC bytes of the response records each crawl
+	// wrote (payloads stored, as opposed to revisit records).
+	Payloads [3]int64
 }
 
 // Recrawl crawls a synthetic web, crawls it again unchanged, then changes
@@ -82,28 +85,33 @@ func Recrawl(ctx context.Context, opts RecrawlOptions, out io.Writer) (RecrawlRe
 		return RecrawlRun{Name: name, Stats: s}, err
 	}
 	var res RecrawlResult
+	var starts [3]time.Time
+	starts[0] = time.Now()
 	if res.First, err = run("first crawl", false); err != nil {
 		return res, err
 	}
+	starts[1] = time.Now()
 	if res.Same, err = run("re-crawl, web unchanged", true); err != nil {
 		return res, err
 	}
 	web.SetVersion(opts.Web.Version + 1)
 	changed := web.ChangedPages(opts.Web.Version, opts.Web.Version+1)
 	res.ChangedPages, res.Pages = len(changed), len(web.Pages())
-	start := time.Now()
+	starts[2] = time.Now()
 	if res.Changed, err = run("re-crawl, 1% of pages changed", true); err != nil {
 		return res, err
 	}
-	if err := res.countChanged(cfg.Data, start, changed); err != nil {
+	if err := res.countResponses(cfg.Data, starts, changed); err != nil {
 		return res, err
 	}
 	res.print(out)
 	return res, nil
 }
 
-// countChanged finds the response records written since start.
-func (r *RecrawlResult) countChanged(data string, since time.Time, changed []string) error {
+// countResponses adds up the response records each crawl wrote (each
+// began at its start), and finds those of the changed pages among the
+// third crawl's.
+func (r *RecrawlResult) countResponses(data string, starts [3]time.Time, changed []string) error {
 	db, err := crawl.OpenExistingDB(data)
 	if err != nil {
 		return err
@@ -114,7 +122,17 @@ func (r *RecrawlResult) countChanged(data string, since time.Time, changed []str
 		want[u] = true
 	}
 	return index.New(db).Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
-		if c.Type != "response" || c.Time.Before(since) {
+		if c.Type != "response" {
+			return true, nil
+		}
+		run := 0
+		for i, t := range starts {
+			if !c.Time.Before(t) {
+				run = i
+			}
+		}
+		r.Payloads[run] += c.Length
+		if run < 2 {
 			return true, nil
 		}
 		r.NewResponses++
@@ -141,6 +159,9 @@ func (r *RecrawlResult) print(out io.Writer) {
 	}
 	fmt.Fprintln(out, "(re-crawl figures are percentages of the first crawl's)")
 	same, changed := r.Same.Stats, r.Changed.Stats
+	fmt.Fprintf(out, "response records (payloads) stored: first crawl %.2f MiB; re-crawl of the unchanged web %.1f KiB (%.2f%%); after the change %.1f KiB (%.2f%%)\n",
+		float64(r.Payloads[0])/(1<<20), float64(r.Payloads[1])/1024, 100*float64(r.Payloads[1])/float64(max(r.Payloads[0], 1)),
+		float64(r.Payloads[2])/1024, 100*float64(r.Payloads[2])/float64(max(r.Payloads[0], 1)))
 	fmt.Fprintf(out, "per revisit: %.0f B fetched, %.0f B stored (revisit and request records)\n",
 		float64(same.Bytes)/float64(max(same.New, 1)), float64(same.Stored)/float64(max(same.New, 1)))
 	fmt.Fprintf(out, "changed pages: %d of %d; the third crawl wrote %d response records, %.1f KiB for the changed pages, and stored %.1f KiB more than the unchanged re-crawl\n",
