@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
@@ -61,22 +60,13 @@ func TestStoreCopies(t *testing.T) {
 	}
 
 	dst := testConfig(t, srv.URL())
-	dst.Continuous = true
 	store := func(cs []Copy) int {
-		c, err := Open(dst)
+		c, stop := running(t, dst)
+		defer stop()
+		n, err := c.Store(context.Background(), cs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { c.Run(ctx); close(done) }()
-		n, err := c.Store(ctx, cs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cancel()
-		<-done
-		c.Close()
 		return n
 	}
 	half := len(copies) / 2
@@ -152,13 +142,8 @@ func TestStoreCopies(t *testing.T) {
 	bad := copies[0]
 	other := *copies[1].Capture
 	bad.Capture = &other
-	c, err := Open(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	c, _ := running(t, dst)
+	ctx := context.Background()
 	if _, err := c.Store(ctx, []Copy{bad}); err == nil {
 		t.Error("a copy with the wrong capture was stored")
 	}
