@@ -142,16 +142,58 @@ func TestCompact(t *testing.T) {
 	c, stop = running(t, cfg)
 	// Every segment with a released capture is rewritten (MinDead as low
 	// as it goes), so that none of them may stay on disk.
-	st, err = c.Compact(ctx, CompactOptions{MinDead: 1e-9, Grace: time.Nanosecond})
+	st, err = c.Compact(ctx, CompactOptions{MinDead: 1e-9, Grace: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Segments == 0 || st.Reclaimed <= 0 {
 		t.Fatalf("Compact = %+v, want segments dropped and bytes reclaimed", st)
 	}
-	// The dropped files go at the next Compact after the grace period.
+	dropped := droppedSegments(t, c)
+	if len(dropped) != st.Segments {
+		t.Errorf("%d segment files are off the books, Compact dropped %d", len(dropped), st.Segments)
+	}
+	// Stopped within the grace period (as by a crash): the files are still
+	// there, and the next start removes them.
+	stop()
+	for _, f := range dropped {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("dropped segment %s is gone before its grace period: %v", f, err)
+		}
+	}
+	c, stop = running(t, cfg)
+	for _, f := range dropped {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("dropped segment %s is still there after a restart (%v)", f, err)
+		}
+	}
+
+	// Dropped while running, a file goes at the first Compact after its
+	// grace period.
+	extra := -1
+	active := c.activeSegment()
+	for i, cp := range kept {
+		if cp2, ok := indexedCapture(t, c, cp); ok && cp2.Segment != active && cp2.Segment != last {
+			extra = i
+			break
+		}
+	}
+	if extra < 0 {
+		t.Fatal("no kept capture in a closed segment to release")
+	}
+	cp, _ := indexedCapture(t, c, kept[extra])
+	if err := c.Update(ctx, func(b *pebble.Batch) error { return Release(b, cp, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	released, kept = append(released, cp), slices.Delete(kept, extra, extra+1)
+	if st, err := c.Compact(ctx, CompactOptions{MinDead: 1e-9, Grace: time.Nanosecond}); err != nil || st.Segments != 1 {
+		t.Fatalf("Compact after releasing one more capture = %+v, %v; want its segment dropped", st, err)
+	}
 	if _, err := c.Compact(ctx, CompactOptions{MinDead: 1e-9, Grace: time.Nanosecond}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Data, "warc", cp.Segment)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("segment %s dropped past its grace period is still there (%v)", cp.Segment, err)
 	}
 	stop()
 
@@ -200,4 +242,32 @@ func TestCompact(t *testing.T) {
 		t.Errorf("%d segments before, %d after", len(segs), len(remaining))
 	}
 	t.Logf("%d segments -> %d; %+v", len(segs), len(remaining), st)
+}
+
+// droppedSegments returns the segment files of c's data directory that
+// are no longer on its books.
+func droppedSegments(t *testing.T, c *Crawler) []string {
+	t.Helper()
+	ends, err := committedEnds(c.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(c.warcDir, "*.warc.gz"))
+	var out []string
+	for _, f := range files {
+		if _, ok := ends[filepath.Base(f)]; !ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// indexedCapture returns cp as c's index has it now.
+func indexedCapture(t *testing.T, c *Crawler, cp index.Capture) (index.Capture, bool) {
+	t.Helper()
+	got, ok, err := index.Lookup(c.db, cp.URLKey, cp.Time)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, ok && got.RecordID == cp.RecordID
 }
