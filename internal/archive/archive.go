@@ -43,6 +43,9 @@ type Archive interface {
 	// Record reads the WARC record of a capture this archive returned,
 	// checking its block digest.
 	Record(ctx context.Context, c index.Capture) (*warc.Record, error)
+	// Summary describes the whole archive: captures, hosts, time span,
+	// the hosts with most captures.
+	Summary(ctx context.Context) (Summary, error)
 }
 
 // Local is the archive of one data directory.

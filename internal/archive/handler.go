@@ -52,6 +52,7 @@ const (
 //	GET /v1/archive/digest?d=
 //	GET /v1/archive/record?segment=&offset=&length=
 //	GET /v1/archive/companions?segment=&offset=&length=&id=
+//	GET /v1/archive/summary
 //
 // range streams the captures of a key range, or of one key within a time
 // window (from and to are 14-digit timestamps, a 14-digit to naming its
@@ -60,8 +61,11 @@ const (
 // any, in the same format; record answers the bytes of one gzip member of a
 // WARC segment in l's directory; companions answers the members right after
 // the record at segment, offset and length whose records are concurrent to
-// it (WARC-Concurrent-To: id), as frames: uvarint length, then the bytes.
-func Handler(l *Local) http.Handler {
+// it (WARC-Concurrent-To: id), as frames: uvarint length, then the bytes;
+// summary answers, in JSON, the Summary of the sites owns accepts (all of
+// l's when owns is nil): the part of the network's summary this node
+// counts.
+func Handler(l *Local, owns func(site string) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, _, ok := peer.Caller(r.Context()); !ok {
 			http.Error(w, "archive: not a peer request", http.StatusForbidden)
@@ -77,6 +81,8 @@ func Handler(l *Local) http.Handler {
 			serve = serveRecord
 		case companionsPath:
 			serve = serveCompanions
+		case summaryPath:
+			serve = func(l *Local, w http.ResponseWriter, r *http.Request, _ url.Values) { serveSummary(l, owns, w, r) }
 		default:
 			http.NotFound(w, r)
 			return

@@ -132,15 +132,20 @@ func servePeer(t *testing.T, cred *admission.Credential, h http.Handler) (addr s
 	return ln.Addr().String(), stop
 }
 
-func newTestNode(t *testing.T, netDir, name string, pages []page) *testNode {
+// newTestNode archives pages and serves them; owns says which sites the
+// node owns (nil: none).
+func newTestNode(t *testing.T, netDir, name string, pages []page, owns func(site string) bool) *testNode {
 	t.Helper()
 	cred, err := admission.Admit(netDir, name, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if owns == nil {
+		owns = func(string) bool { return false }
+	}
 	n := &testNode{cred: &cred, local: archivePages(t, pages)}
 	mux := http.NewServeMux()
-	mux.Handle(Path, Handler(n.local))
+	mux.Handle(Path, Handler(n.local, owns))
 	n.addr, n.stop = servePeer(t, n.cred, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.calls.Add(1)
 		mux.ServeHTTP(w, r)
@@ -202,7 +207,8 @@ func newCluster(t *testing.T) *cluster {
 		case 2:
 			pages = append(pages, sitePages("a.test", 0)[0])
 		}
-		cl.nodes = append(cl.nodes, newTestNode(t, dir, fmt.Sprintf("node%d", i), pages))
+		owns := func(site string) bool { j, ok := cl.owners[site]; return ok && j == i }
+		cl.nodes = append(cl.nodes, newTestNode(t, dir, fmt.Sprintf("node%d", i), pages, owns))
 	}
 	cl.client = peer.NewClient(cl.nodes[0].cred)
 	t.Cleanup(cl.client.Close)
@@ -623,7 +629,7 @@ func TestHandlerRequests(t *testing.T) {
 
 	// Not through a peer server: refused.
 	rec := httptest.NewRecorder()
-	Handler(n.local).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, loc(c.Segment, c.Offset, c.Length), nil))
+	Handler(n.local, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, loc(c.Segment, c.Offset, c.Length), nil))
 	if rec.Code != http.StatusForbidden {
 		t.Errorf("request without a peer caller: %d, want 403", rec.Code)
 	}
@@ -869,7 +875,7 @@ func (p *pipeWriter) Flush() {
 func movedCluster(t *testing.T, log *bytes.Buffer) (*cluster, *Network) {
 	t.Helper()
 	cl := newCluster(t)
-	cl.nodes = append(cl.nodes, newTestNode(t, cl.dir, "node3", nil))
+	cl.nodes = append(cl.nodes, newTestNode(t, cl.dir, "node3", nil, nil))
 	cl.owners[urlkey.Site("http://a.test/")] = 3
 	n := cl.network(cl.nodes[0], nil)
 	n.log = slog.New(slog.NewTextHandler(log, nil))

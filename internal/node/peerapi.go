@@ -37,7 +37,10 @@ type nodeInfo struct {
 func (n *Node) peerHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(outbox.Path, outbox.Handler(n.acceptLinks))
-	mux.Handle("/v1/archive/", archive.Handler(n.local))
+	mux.Handle("/v1/archive/", archive.Handler(n.local, func(site string) bool {
+		id, _, ok := n.owner(site)
+		return ok && id == n.ID()
+	}))
 	mux.Handle(antientropy.Path, antientropy.Handler(shared{n}))
 	mux.Handle(replicate.Path, replicate.Handler(n.storeCopies))
 	mux.Handle(dedup.Path, n.seen.Handler())

@@ -215,6 +215,7 @@ type summary struct {
 	First    time.Time
 	Last     time.Time
 	Top      []hostCount
+	Missing  int // nodes of the network that did not answer
 	At       time.Time
 }
 
@@ -262,44 +263,21 @@ func (s *Server) getSummary(ctx context.Context) (*summary, error) {
 	return sum, nil
 }
 
-// summarize scans the whole archive, streaming: captures, hosts, date
-// range. It holds a count per host, never the captures.
+// summarize asks the archive for its summary (a scan of every node's
+// index) and puts it in the home page's terms.
 func (s *Server) summarize(ctx context.Context) (*summary, error) {
-	sum := &summary{At: time.Now()}
-	hosts := map[string]int{}
-	err := s.arc.Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
-		sum.Captures++
-		if sum.First.IsZero() || c.Time.Before(sum.First) {
-			sum.First = c.Time
-		}
-		if c.Time.After(sum.Last) {
-			sum.Last = c.Time
-		}
-		host, _, _ := strings.Cut(c.URLKey, ")")
-		hosts[host]++
-		return true, nil
-	})
+	at := time.Now()
+	as, err := s.arc.Summary(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sum.Hosts = len(hosts)
-	for h, n := range hosts {
-		sum.Top = append(sum.Top, hostCount{surtHost(h), n})
-	}
-	sort.Slice(sum.Top, func(i, j int) bool {
-		if sum.Top[i].Count != sum.Top[j].Count {
-			return sum.Top[i].Count > sum.Top[j].Count
-		}
-		return sum.Top[i].Host < sum.Top[j].Host
-	})
-	if len(sum.Top) > 30 {
-		sum.Top = sum.Top[:30]
+	sum := &summary{Captures: int(as.Captures), Hosts: as.Hosts, First: as.First, Last: as.Last, Missing: as.Missing, At: at}
+	for _, h := range as.Top {
+		sum.Top = append(sum.Top, hostCount{surtHost(h.Host), int(h.Captures)})
 	}
 	return sum, nil
 }
 
-// surtHost turns the host part of a SURT key ("com,example:8080") back into
-// a host name ("example.com:8080").
 func surtHost(k string) string {
 	port := ""
 	if i := strings.IndexByte(k, ':'); i >= 0 {
