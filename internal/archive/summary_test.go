@@ -37,9 +37,14 @@ func TestSummary(t *testing.T) {
 		want.Hosts += len(hosts)
 	}
 	slices.SortFunc(want.Top, func(a, b HostCount) int { return strings.Compare(a.Host, b.Host) })
+	before := cl.nodes[1].calls.Load() + cl.nodes[2].calls.Load()
 	got, err := cl.net.Summary(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// One small request per other node; no capture crosses the network.
+	if calls := cl.nodes[1].calls.Load() + cl.nodes[2].calls.Load() - before; calls != 2 {
+		t.Errorf("Summary made %d peer requests, want 2", calls)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) || got.Captures != 24 {
 		t.Errorf("Summary:\n got %+v\nwant %+v", got, want)
