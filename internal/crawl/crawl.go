@@ -129,6 +129,8 @@ func (c *Crawler) open(seeds []string) error {
 		AllowPrivate: cfg.AllowPrivate,
 		TotalTimeout: cfg.Timeout,
 		MaxBodySize:  cfg.MaxBodySize,
+		// A worker's request through the proxy reuses a connection.
+		MaxProxyConns: cfg.Workers,
 	})
 	if err != nil {
 		return fmt.Errorf("crawl: %w", err)

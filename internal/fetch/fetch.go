@@ -46,16 +46,20 @@ var ErrForbiddenAddress = errors.New("fetch: address not allowed")
 // Config configures a Fetcher; zero values mean the defaults listed.
 type Config struct {
 	UserAgent       string
-	Proxy           *url.URL       // HTTP forward proxy: http URLs in absolute-form, https via CONNECT
-	AllowPrivate    bool           // permit loopback/private/link-local targets
-	ConnectTimeout  time.Duration  // default 10s
-	ReadTimeout     time.Duration  // longest silence while reading (default 30s)
-	TotalTimeout    time.Duration  // whole request (default 2m)
-	MaxBodySize     int64          // body bytes kept (default 50 MiB); the rest is cut, Truncated "length"
-	MaxDecodedSize  int64          // cap when content-decoding for extraction (default 64 MiB)
-	MaxHeaderBytes  int            // default 1 MiB
-	MaxConnsPerHost int            // idle connections kept per host (default 2)
-	RootCAs         *x509.CertPool // nil: the system's
+	Proxy           *url.URL      // HTTP forward proxy: http URLs in absolute-form, https via CONNECT
+	AllowPrivate    bool          // permit loopback/private/link-local targets
+	ConnectTimeout  time.Duration // default 10s
+	ReadTimeout     time.Duration // longest silence while reading (default 30s)
+	TotalTimeout    time.Duration // whole request (default 2m)
+	MaxBodySize     int64         // body bytes kept (default 50 MiB); the rest is cut, Truncated "length"
+	MaxDecodedSize  int64         // cap when content-decoding for extraction (default 64 MiB)
+	MaxHeaderBytes  int           // default 1 MiB
+	MaxConnsPerHost int           // idle connections kept per host (default 2)
+	// MaxProxyConns is the idle connections kept to the proxy, which every
+	// http host shares: as many as requests run at once (default 64), or
+	// each request beyond them would pay for a new connection.
+	MaxProxyConns int
+	RootCAs       *x509.CertPool // nil: the system's
 }
 
 // Request is one GET.
@@ -122,6 +126,9 @@ func New(cfg Config) (*Fetcher, error) {
 	}
 	if cfg.MaxConnsPerHost <= 0 {
 		cfg.MaxConnsPerHost = 2
+	}
+	if cfg.MaxProxyConns <= 0 {
+		cfg.MaxProxyConns = 64
 	}
 	f := &Fetcher{cfg: cfg, idle: map[string][]*conn{}, h2: map[string]*http2.ClientConn{}}
 	f.direct = net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
@@ -261,10 +268,7 @@ func hostPort(u *url.URL) string {
 
 // connect returns an idle or new connection for u.
 func (f *Fetcher) connect(ctx context.Context, u *url.URL, key string) (*conn, bool, *http2.ClientConn, error) {
-	viaProxy := f.cfg.Proxy != nil && u.Scheme == "http"
-	if viaProxy {
-		key = "proxy|" + f.cfg.Proxy.Host // one pool of proxy connections serves every host
-	}
+	key, _ = poolKeyFor(f, u, key)
 	f.mu.Lock()
 	if cc := f.h2[key]; cc != nil {
 		if cc.CanTakeNewRequest() {
@@ -419,9 +423,9 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 		keep = true
 		c.rec.buf = nil
 		c.nc.SetDeadline(time.Time{})
+		k, max := poolKeyFor(f, u, key)
 		f.mu.Lock()
-		if len(f.idle[poolKeyFor(f, u, key)]) < f.cfg.MaxConnsPerHost {
-			k := poolKeyFor(f, u, key)
+		if len(f.idle[k]) < max {
 			f.idle[k] = append(f.idle[k], c)
 		} else {
 			keep = false
@@ -431,11 +435,14 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 	return resp, nil
 }
 
-func poolKeyFor(f *Fetcher, u *url.URL, key string) string {
+// poolKeyFor returns the idle pool a connection for u belongs to, and how
+// many connections that pool keeps: plain http through a proxy shares one
+// pool of connections to the proxy, whatever the host.
+func poolKeyFor(f *Fetcher, u *url.URL, key string) (string, int) {
 	if f.cfg.Proxy != nil && u.Scheme == "http" {
-		return "proxy|" + f.cfg.Proxy.Host
+		return "proxy|" + f.cfg.Proxy.Host, f.cfg.MaxProxyConns
 	}
-	return key
+	return key, f.cfg.MaxConnsPerHost
 }
 
 // readBody reads a de-chunked body up to max bytes and says why it stopped early.

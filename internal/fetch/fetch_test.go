@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -195,6 +196,54 @@ func TestProxy(t *testing.T) {
 	_, err = f.Fetch(context.Background(), Request{URL: "https://example.test/"})
 	if err == nil || !strings.Contains(err.Error(), "405") || seen[len(seen)-1] != "CONNECT example.test:443" {
 		t.Errorf("https via proxy: %v, proxy saw %v", err, seen)
+	}
+}
+
+// Requests to many hosts through a proxy share its connections: with as
+// many idle connections kept as requests run at once, no request needs a
+// new one once each concurrent worker has its own.
+func TestProxyConnectionsReused(t *testing.T) {
+	var conns atomic.Int64
+	proxy := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(2 * time.Millisecond) // so that the workers' requests overlap
+		fmt.Fprintf(w, "%s via the proxy", r.Host)
+	}))
+	proxy.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	proxy.Start()
+	defer proxy.Close()
+	pu, _ := url.Parse(proxy.URL)
+	const workers, each = 8, 25
+	f := newFetcher(t, Config{Proxy: pu, AllowPrivate: true, MaxProxyConns: workers})
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				host := fmt.Sprintf("h%d.test", (w*each+i)%50)
+				r, err := f.Fetch(context.Background(), Request{URL: "http://" + host + "/"})
+				if err == nil && string(r.Body) != host+" via the proxy" {
+					err = fmt.Errorf("%s: body %q", host, r.Body)
+				}
+				if err != nil {
+					errs <- err
+				}
+				// A crawler's worker archives what it fetched before its
+				// next fetch: meanwhile its connection waits idle.
+				time.Sleep(3 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := conns.Load(); n > workers {
+		t.Errorf("%d connections to the proxy for %d requests by %d workers; want at most %d", n, workers*each, workers, workers)
 	}
 }
 
