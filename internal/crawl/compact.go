@@ -1,7 +1,6 @@
 package crawl
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -27,16 +26,22 @@ const deadPrefix = "k/dead/"
 // record's bytes, and those of its companions (its request and metadata
 // records), as dead in their segment, for Compact to reclaim.
 func Release(b *pebble.Batch, c index.Capture, companions []warc.Location) error {
-	if err := index.Delete(b, c); err != nil {
+	// The entry as it is now: a compaction may have moved the record
+	// since c was read (its companions then moved along, unaccounted).
+	cur, ok, err := index.Lookup(b, c.URLKey, c.Time)
+	if err != nil || !ok || cur.RecordID != c.RecordID {
 		return err
 	}
-	n := c.Length
+	if err := index.Delete(b, cur); err != nil {
+		return err
+	}
+	n := cur.Length
 	for _, l := range companions {
-		if l.Segment == c.Segment {
+		if l.Segment == cur.Segment && cur.Segment == c.Segment {
 			n += l.Length
 		}
 	}
-	return addDead(b, c.Segment, n)
+	return addDead(b, cur.Segment, n)
 }
 
 // addDead stages n more dead bytes for segment into b, an indexed batch.
@@ -130,10 +135,11 @@ func (c *Crawler) Compact(ctx context.Context, opts CompactOptions) (CompactStat
 	// others are compacted all the same.
 	errs := []error{err}
 	for seg, size := range candidates {
-		if _, ok := live[seg]; !ok {
+		sc, ok := live[seg]
+		if !ok {
 			continue
 		}
-		moved, bytes, err := c.compactSegment(ctx, seg, live[seg], opts.InUse)
+		moved, bytes, err := c.compactSegment(ctx, seg, sc, opts.InUse)
 		st.Moved += moved
 		if err != nil {
 			if ctx.Err() != nil {
@@ -182,11 +188,18 @@ type liveRecord struct {
 	mark    []byte         // the copied mark's key, for a marked record
 }
 
-// liveRecords finds, in segment order, the records of the segments that
-// the index and the copied marks refer to, with each capture's companions.
-// A segment that cannot be read is missing from the result, and named in
-// the error.
-func (c *Crawler) liveRecords(ctx context.Context, segments map[string]int64) (map[string][]liveRecord, error) {
+// A segmentScan is what Compact keeps of a segment and what it drops with
+// it besides the bytes.
+type segmentScan struct {
+	size      int64 // the committed size it was read to
+	live      []liveRecord
+	deadMarks [][]byte // marks of records left behind, deleted with the segment
+}
+
+// liveRecords reads the segments (to their committed sizes) and finds, in
+// segment order, the records to keep. A segment that cannot be read is
+// missing from the result, and named in the error.
+func (c *Crawler) liveRecords(ctx context.Context, segments map[string]int64) (map[string]*segmentScan, error) {
 	captures := map[string]map[int64]index.Capture{}
 	err := index.New(c.db).Range(ctx, "", "", false, func(cp index.Capture) (bool, error) {
 		if _, ok := segments[cp.Segment]; ok {
@@ -200,41 +213,27 @@ func (c *Crawler) liveRecords(ctx context.Context, segments map[string]int64) (m
 	if err != nil {
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
-	marks := map[string]map[int64][]byte{}
-	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: []byte(copiedPrefix), UpperBound: prefixEnd([]byte(copiedPrefix))})
-	if err != nil {
-		return nil, fmt.Errorf("crawl: %w", err)
-	}
-	for it.First(); it.Valid(); it.Next() {
-		seg, off, ok := markLocation(it.Value())
-		if _, want := segments[seg]; ok && want {
-			if marks[seg] == nil {
-				marks[seg] = map[int64][]byte{}
-			}
-			marks[seg][off] = bytes.Clone(it.Key())
-		}
-	}
-	err = it.Error()
-	it.Close()
-	if err != nil {
-		return nil, fmt.Errorf("crawl: %w", err)
-	}
-	out := map[string][]liveRecord{}
+	out := map[string]*segmentScan{}
 	var errs []error
 	for seg, size := range segments {
-		recs, err := c.scanLive(seg, size, captures[seg], marks[seg])
+		sc, err := c.scanLive(seg, size, captures[seg])
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		out[seg] = recs
+		out[seg] = sc
 	}
 	return out, errors.Join(errs...)
 }
 
-// scanLive reads segment's records up to its committed size and returns
-// those to keep.
-func (c *Crawler) scanLive(segment string, size int64, captures map[int64]index.Capture, marks map[int64][]byte) ([]liveRecord, error) {
+// scanLive reads segment's records up to size and sorts them: kept are
+// the captures the index points at here, the records right after each of
+// them that are concurrent to it (its request and metadata records), and
+// the records with a copied or imported mark that names this place or no
+// place — unless they are concurrent to a capture of this segment that is
+// no longer indexed (the companions of a released copy); everything else
+// is left behind.
+func (c *Crawler) scanLive(segment string, size int64, captures map[int64]index.Capture) (*segmentScan, error) {
 	f, err := os.Open(filepath.Join(c.warcDir, segment))
 	if err != nil {
 		return nil, fmt.Errorf("crawl: %w", err)
@@ -244,12 +243,13 @@ func (c *Crawler) scanLive(segment string, size int64, captures map[int64]index.
 	if err != nil {
 		return nil, fmt.Errorf("crawl: %s: %w", segment, err)
 	}
-	var out []liveRecord
-	head := "" // the ID of the live capture whose companions may follow
+	sc := &segmentScan{size: size}
+	head := ""                    // the ID of the live capture whose companions may follow
+	released := map[string]bool{} // captures of this segment the index no longer holds
 	for {
 		rec, l, err := rd.Next()
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return sc, nil
 		}
 		if err != nil {
 			// A committed segment that does not read is not rewritten:
@@ -257,24 +257,62 @@ func (c *Crawler) scanLive(segment string, size int64, captures map[int64]index.
 			return nil, fmt.Errorf("crawl: %s: %w", segment, err)
 		}
 		l.Segment = segment
-		lr := liveRecord{loc: l, mark: marks[l.Offset]}
+		lr := liveRecord{loc: l}
 		if cp, ok := captures[l.Offset]; ok {
 			lr.capture = &cp
 			head = cp.RecordID
-		} else if head == "" || rec.Header.Get("WARC-Concurrent-To") != head {
-			head = ""
-			if lr.mark == nil {
-				continue
-			}
+			sc.live = append(sc.live, lr)
+			continue
 		}
-		out = append(out, lr)
+		if t := rec.Type(); t == warc.TypeResponse || t == warc.TypeRevisit {
+			released[rec.ID()] = true
+		}
+		concurrent := rec.Header.Get("WARC-Concurrent-To")
+		companion := head != "" && concurrent == head
+		if !companion {
+			head = ""
+		}
+		key := index.RecordKey(copiedPrefix, rec.ID())
+		here, marked, err := c.markHere(key, l)
+		if err != nil {
+			return nil, err
+		}
+		if marked && here {
+			lr.mark = key
+		}
+		switch {
+		case companion:
+		case !marked || !here:
+			continue // not kept for itself: a copy elsewhere is, if any
+		case released[concurrent]:
+			// The request or metadata record of a released copy.
+			sc.deadMarks = append(sc.deadMarks, key)
+			continue
+		}
+		sc.live = append(sc.live, lr)
 	}
+}
+
+// markHere reports whether the record has a mark under key, and whether
+// the mark names l or no place (imports mark their records without one).
+func (c *Crawler) markHere(key []byte, l warc.Location) (here, marked bool, err error) {
+	v, closer, err := c.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("crawl: %w", err)
+	}
+	defer closer.Close()
+	seg, off, located := markLocation(v)
+	return !located || seg == l.Segment && off == l.Offset, true, nil
 }
 
 // compactSegment carries segment's live records over in commits of at
 // most moveBatchBytes, then drops the segment, and returns the records and
 // bytes carried over.
-func (c *Crawler) compactSegment(ctx context.Context, segment string, live []liveRecord, inUse func(pebble.Reader, string) (bool, error)) (int, int64, error) {
+func (c *Crawler) compactSegment(ctx context.Context, segment string, sc *segmentScan, inUse func(pebble.Reader, string) (bool, error)) (int, int64, error) {
+	live := sc.live
 	f, err := os.Open(filepath.Join(c.warcDir, segment))
 	if err != nil {
 		return 0, 0, fmt.Errorf("crawl: %w", err)
@@ -306,6 +344,19 @@ func (c *Crawler) compactSegment(ctx context.Context, segment string, live []liv
 		movedBytes += size
 	}
 	err = c.Update(ctx, func(b *pebble.Batch) error {
+		// Nothing may have been committed to the segment since it was
+		// read (a commit that wrote to it, then rolled), and nothing in
+		// this commit may go to it: it must not be the writer's.
+		c.compactMu.Lock()
+		writing := c.writing
+		c.compactMu.Unlock()
+		end, err := readUint64(b, []byte(segmentPrefix+segment))
+		if err != nil {
+			return err
+		}
+		if segment == writing || int64(end) != sc.size {
+			return errSegmentChanged
+		}
 		if inUse != nil {
 			used, err := inUse(b, segment)
 			if err != nil {
@@ -313,6 +364,22 @@ func (c *Crawler) compactSegment(ctx context.Context, segment string, live []liv
 			}
 			if used {
 				return errSegmentInUse
+			}
+		}
+		for _, key := range sc.deadMarks {
+			v, closer, err := b.Get(key)
+			if errors.Is(err, pebble.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			seg, _, located := markLocation(v)
+			closer.Close()
+			if !located || seg == segment {
+				if err := b.Delete(key, nil); err != nil {
+					return err
+				}
 			}
 		}
 		if err := b.Delete([]byte(segmentPrefix+segment), nil); err != nil {
@@ -332,7 +399,10 @@ func (c *Crawler) compactSegment(ctx context.Context, segment string, live []liv
 	return moved, movedBytes, nil
 }
 
-var errSegmentInUse = errors.New("records of the segment are still queued for other nodes; left for later")
+var (
+	errSegmentInUse   = errors.New("records of the segment are still queued for other nodes; left for later")
+	errSegmentChanged = errors.New("the segment changed while it was compacted; left for later")
+)
 
 // A relocation is a chunk of a segment's live records to carry over.
 type relocation struct {

@@ -271,3 +271,212 @@ func indexedCapture(t *testing.T, c *Crawler, cp index.Capture) (index.Capture, 
 	}
 	return got, ok && got.RecordID == cp.RecordID
 }
+
+// groups reads data's segments and returns each capture's record (a
+// response or revisit) followed by the records right after it that are
+// concurrent to it, by capture record ID.
+func groups(t *testing.T, data string) map[string][]warc.Location {
+	t.Helper()
+	out := map[string][]warc.Location{}
+	files, _ := filepath.Glob(filepath.Join(data, "warc", "*.warc.gz"))
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := warc.NewReader(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := ""
+		for {
+			rec, l, err := r.Next()
+			if err != nil {
+				break
+			}
+			l.Segment = filepath.Base(f)
+			switch {
+			case rec.Type() == warc.TypeResponse || rec.Type() == warc.TypeRevisit:
+				head = rec.ID()
+				out[head] = []warc.Location{l}
+			case head != "" && rec.Header.Get("WARC-Concurrent-To") == head:
+				out[head] = append(out[head], l)
+			default:
+				head = ""
+			}
+		}
+		fh.Close()
+	}
+	return out
+}
+
+// Copies from other nodes keep their request and metadata records, which
+// carry marks: compaction moves a kept copy's marks along with it, and
+// drops the records and marks of a released copy's.
+func TestCompactCopies(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 4, Hosts: 3, Pages: 60})
+	src := testConfig(t, srv.URL(), web.Seeds()...)
+	runCrawl(t, src)
+	srcGroups := groups(t, src.Data)
+	var copies []Copy
+	for _, cs := range archived(t, src.Data) {
+		for _, cp := range cs {
+			cp := cp
+			g := srcGroups[cp.RecordID]
+			copies = append(copies, Copy{Member: member(t, filepath.Join(src.Data, "warc"), g[0]), Capture: &cp})
+			for _, l := range g[1:] {
+				copies = append(copies, Copy{Member: member(t, filepath.Join(src.Data, "warc"), l)})
+			}
+		}
+	}
+	dst := testConfig(t, srv.URL())
+	dst.SegmentSize = 32 << 10
+	c, stop := running(t, dst)
+	ctx := context.Background()
+	if _, err := c.Store(ctx, copies); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	dstGroups := groups(t, dst.Data)
+	whereBefore, _ := recordsOnDisk(t, dst.Data)
+	idBefore := map[warc.Location]string{}
+	for id, l := range whereBefore {
+		idBefore[warc.Location{Segment: l.Segment, Offset: l.Offset}] = id
+	}
+	var released, kept []index.Capture
+	i := 0
+	for _, cs := range archived(t, dst.Data) {
+		for _, cp := range cs {
+			if len(dstGroups[cp.RecordID]) < 2 {
+				continue // no companion to follow
+			}
+			if i%2 == 0 {
+				released = append(released, cp)
+			} else {
+				kept = append(kept, cp)
+			}
+			i++
+		}
+	}
+	if len(released) < 5 || len(kept) < 5 {
+		t.Fatalf("%d captures to release, %d to keep", len(released), len(kept))
+	}
+	c, stop = running(t, dst)
+	if err := c.Update(ctx, func(b *pebble.Batch) error {
+		for _, cp := range released {
+			if err := Release(b, cp, dstGroups[cp.RecordID][1:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second deletes the files of the first's
+		if _, err := c.Compact(ctx, CompactOptions{MinDead: 1e-9, Grace: time.Nanosecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+
+	after := groups(t, dst.Data)
+	where, _ := recordsOnDisk(t, dst.Data)
+	db, err := OpenDB(dst.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	markOf := func(id string) (seg string, off int64, ok bool) {
+		v, closer, err := db.Get(index.RecordKey(copiedPrefix, id))
+		if err != nil {
+			return "", 0, false
+		}
+		defer closer.Close()
+		return markLocation(v)
+	}
+	idAt := map[warc.Location]string{}
+	for id, l := range where {
+		idAt[warc.Location{Segment: l.Segment, Offset: l.Offset}] = id
+	}
+	for _, cp := range released {
+		for _, l := range dstGroups[cp.RecordID][1:] {
+			id := idBefore[warc.Location{Segment: l.Segment, Offset: l.Offset}]
+			if _, ok := where[id]; ok || id == "" {
+				t.Errorf("companion %q of released %s is still on disk", id, cp.URL)
+			}
+			if _, _, ok := markOf(id); ok {
+				t.Errorf("companion %q of released %s still has its mark", id, cp.URL)
+			}
+		}
+		if _, ok := where[cp.RecordID]; ok {
+			t.Errorf("released %s is still on disk", cp.URL)
+		}
+	}
+	for _, cp := range kept {
+		g := after[cp.RecordID]
+		if len(g) != len(dstGroups[cp.RecordID]) {
+			t.Errorf("kept %s: %d records with it after compaction, %d before", cp.URL, len(g), len(dstGroups[cp.RecordID]))
+			continue
+		}
+		for _, l := range g[1:] {
+			var id string
+			for rid, wl := range where {
+				if wl.Segment == l.Segment && wl.Offset == l.Offset {
+					id = rid
+				}
+			}
+			if seg, off, ok := markOf(id); !ok || seg != l.Segment || off != l.Offset {
+				t.Errorf("kept %s: the mark of its record %s says %s:%d, it is at %s:%d", cp.URL, id, seg, off, l.Segment, l.Offset)
+			}
+		}
+	}
+	// No mark is left naming a place where its record is not.
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte(copiedPrefix), UpperBound: prefixEnd([]byte(copiedPrefix))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		seg, off, ok := markLocation(it.Value())
+		if ok && idAt[warc.Location{Segment: seg, Offset: off}] == "" {
+			t.Errorf("mark %x names %s:%d, where no record is", it.Key(), seg, off)
+		}
+	}
+}
+
+// Imported records carry marks without a place; compaction keeps them all,
+// wget's request records written before their responses included.
+func TestCompactKeepsImports(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "imported")
+	importFiles(t, data, wgetWARC)
+	cfg := testConfig(t, "http://127.0.0.1:1")
+	cfg.Data = data
+	c, stop := running(t, cfg)
+	ctx := context.Background()
+	segs, _ := warc.Segments(filepath.Join(data, "warc"))
+	if len(segs) != 1 {
+		t.Fatalf("%d segments after the import", len(segs))
+	}
+	seg := filepath.Base(segs[0])
+	// Count the whole segment dead, as if a capture of it had been
+	// released, so that Compact takes it.
+	if err := c.Update(ctx, func(b *pebble.Batch) error { return addDead(b, seg, 1) }); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := c.Compact(ctx, CompactOptions{MinDead: 1e-9, Grace: time.Nanosecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	after, _ := recordsOnDisk(t, data)
+	for _, rec := range readRecords(t, wgetWARC) {
+		if _, ok := after[rec.ID()]; !ok {
+			t.Errorf("imported %s record %s is gone", rec.Type(), rec.ID())
+		}
+	}
+	if _, err := os.Stat(segs[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the imported segment was not rewritten (%v)", err)
+	}
+	verifyWARCs(t, data, archived(t, data))
+}

@@ -31,6 +31,10 @@ const pushBatch = 1000
 // targets, before it is queued, so that a hand-over moves no faster than
 // anti-entropy may (the queue sends what it is given at once).
 func (n *Node) pushLocal(ctx context.Context, targets func(index.Capture) []string, mark func(*pebble.Batch, index.Capture) error) (int, error) {
+	// The locations read here are queued later: no segment may be
+	// compacted away meanwhile (see compact).
+	n.pushing.Add(1)
+	defer n.pushing.Add(-1)
 	type push struct {
 		c       index.Capture
 		records []warc.Location // the capture's own, then its request and metadata records
@@ -244,7 +248,15 @@ func (n *Node) confirmed(ctx context.Context, c index.Capture) bool {
 // a copy this node handed over leaves its disk too; a segment whose
 // records are still queued for other nodes waits for a later round.
 func (n *Node) compact(ctx context.Context) {
-	st, err := n.crawl.Compact(ctx, crawl.CompactOptions{MinDead: n.cfg.CompactMinDead, InUse: n.push.Refers})
+	st, err := n.crawl.Compact(ctx, crawl.CompactOptions{
+		MinDead: n.cfg.CompactMinDead,
+		InUse: func(r pebble.Reader, segment string) (bool, error) {
+			if n.pushing.Load() > 0 {
+				return true, nil // a hand-over may be about to queue records of it
+			}
+			return n.push.Refers(r, segment)
+		},
+	})
 	n.compacted.Add(int64(st.Segments))
 	n.reclaimed.Add(st.Reclaimed)
 	if st.Segments > 0 {

@@ -132,6 +132,7 @@ type Node struct {
 	handoff           handoffRunner
 	handedOver        atomic.Int64 // captures of sites not held here, pushed to their replicas
 	pushedOver        atomic.Int64 // bytes queued by hand-overs and leave, charged to the repair budget
+	pushing           atomic.Int32 // hand-overs reading locations to queue (pushLocal)
 	orphans           atomic.Int64 // captures indexed here of sites this node does not hold
 	released          atomic.Int64 // of those, taken out of the index once the replicas confirmed
 	compacted         atomic.Int64 // segments rewritten without released copies

@@ -21,8 +21,9 @@ import (
 // the capture's — and refuses a batch with anything wrong in it (4xx)
 // without calling store. Otherwise it passes the copies, in the order
 // sent, to store with the certified ID of the sending node, and
-// acknowledges (204) only once store has returned nil; each copy's
-// Record is the record read in that check; an error from store
+// acknowledges (204) only once store has returned nil; a copy's Record is
+// the record read in that check, or nil (the batch's records kept are
+// bounded); an error from store
 // is answered 503, and the sender keeps the batch and tries again later.
 // store must hold the copies durably before it returns, must skip records
 // it already holds (delivery is at least once), and must be safe for
@@ -85,10 +86,15 @@ func Handler(store func(ctx context.Context, from string, copies []Copy) error) 
 	})
 }
 
+// maxRetainedBlocks bounds the decompressed blocks of one batch kept as
+// Copy.Record for the store; past it, the store reads the members again.
+const maxRetainedBlocks = 16 << 20
+
 // verifyCopies checks every copy of a batch and sets its Record (see
-// verifyCopy).
+// verifyCopy), as long as the records kept stay under maxRetainedBlocks.
 func verifyCopies(copies []Copy) error {
 	entry := -1
+	retained := 0
 	for i := range copies {
 		if copies[i].Capture != nil {
 			entry++
@@ -98,6 +104,9 @@ func verifyCopies(copies []Copy) error {
 				return err
 			}
 			return fmt.Errorf("replicate: batch: entry %d, record %d: %w", entry, i, err)
+		}
+		if retained += len(copies[i].Record.Block); retained > maxRetainedBlocks {
+			copies[i].Record = nil
 		}
 	}
 	return nil

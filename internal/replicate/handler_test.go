@@ -235,3 +235,29 @@ func FuzzDecodeCopies(f *testing.F) {
 		verifyCopies(copies) // must not panic
 	})
 }
+
+// The records a batch keeps for the store (so that it need not decompress
+// them again) are bounded; past the bound a copy goes without, whole.
+func TestVerifyCopiesBoundsRecordsKept(t *testing.T) {
+	body := bytes.Repeat([]byte("x"), 6<<20) // compresses to almost nothing
+	var copies []Copy
+	for i := range 4 {
+		raw := append([]byte("GET /"+strings.Repeat("a", i)+" HTTP/1.1\r\nHost: example.test\r\n\r\n"), body...)
+		copies = append(copies, Copy{Member: member(t, warc.NewRequest("http://example.test/", time.Now(), raw))})
+	}
+	if err := verifyCopies(copies); err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for i, cp := range copies {
+		if cp.Record != nil {
+			kept += len(cp.Record.Block)
+			if i > 1 {
+				t.Errorf("copy %d kept its record past the bound (%d bytes kept)", i, kept)
+			}
+		}
+	}
+	if kept == 0 || kept > maxRetainedBlocks {
+		t.Errorf("%d bytes of records kept, want some and at most %d", kept, maxRetainedBlocks)
+	}
+}

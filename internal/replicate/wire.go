@@ -65,7 +65,8 @@ type Copy struct {
 	// Offset and Length are zero: the receiver sets them.
 	Capture *index.Capture
 	// Record is the member's record as Handler read and checked it, so
-	// that the store need not decompress the member again.
+	// that the store need not decompress the member again; nil once the
+	// records a batch keeps reach their bound (maxRetainedBlocks).
 	Record *warc.Record
 }
 
