@@ -201,6 +201,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 				if err := index.PutDigest(b, cp); err != nil {
 					return err
 				}
+				c.digests.AddString(cp.Digest)
 				newPayloads = append(newPayloads, cp)
 			}
 			if c.cfg.Replicator != nil {
@@ -291,7 +292,7 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 		// profile). The worker looked before; this sees what was committed
 		// since, and earlier results of this group.
 		first, seen := firstInGroup[digest]
-		if !seen {
+		if !seen && c.digests.TestString(digest) {
 			if first, seen, err = index.ByDigest(b, digest); err != nil {
 				return index.Capture{}, nil, err
 			}

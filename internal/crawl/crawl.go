@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/waggle-archive/waggle/internal/fetch"
@@ -54,6 +55,12 @@ type Crawler struct {
 	commitMu sync.Mutex   // guards commitGen changes with commitCond
 	commitC  *sync.Cond
 	gen      uint64 // commits so far; lets a worker tell "empty" from "not yet committed"
+
+	// digests holds every payload digest of the digest index (and, as a
+	// Bloom filter, others by mistake), so that the committer looks a new
+	// payload's digest up only when it may be archived already. Only the
+	// commit loop touches it once Run has begun.
+	digests *bloom.BloomFilter
 
 	compacting sync.Mutex           // held by Compact
 	compactMu  sync.Mutex           // guards writing and unlinkAt
@@ -111,6 +118,9 @@ func (c *Crawler) open(seeds []string) error {
 		return err
 	}
 	c.scope.Store(newScope(cfg.Scope, c.seeds))
+	if err := c.loadDigests(); err != nil {
+		return err
+	}
 	c.stats.restore(st)
 	c.budget.Store(1<<63 - 1)
 	if cfg.MaxPages > 0 {
@@ -389,4 +399,18 @@ func (c *Crawler) warcInfo() []warc.Field {
 		{Name: "robots", Value: robotsPolicy},
 		{Name: "scope", Value: string(c.cfg.Scope)},
 	}
+}
+
+// loadDigests fills the digest filter from the digest index, sized for
+// twice what it holds (at least a million) at a 1% false-positive rate.
+func (c *Crawler) loadDigests() error {
+	var all []string
+	if err := index.Digests(c.db, func(d string) { all = append(all, d) }); err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	c.digests = bloom.NewWithEstimates(uint(max(2*len(all), 1<<20)), 0.01)
+	for _, d := range all {
+		c.digests.AddString(d)
+	}
+	return nil
 }

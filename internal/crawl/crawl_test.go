@@ -3,6 +3,7 @@ package crawl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -299,5 +300,40 @@ func TestHostileServers(t *testing.T) {
 	}
 	if s.Errors == 0 {
 		t.Errorf("no fetch errors counted; slowloris and the redirect loop should give some: %+v", s)
+	}
+}
+
+// A reopened crawler's digest filter holds every digest of the index, so
+// that a payload archived by an earlier run is still found (and stored
+// once); one made up is mostly not in it.
+func TestDigestFilterReloaded(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 6, Hosts: 3, Pages: 40})
+	cfg := testConfig(t, srv.URL(), web.Seeds()...)
+	runCrawl(t, cfg)
+	c, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n := 0
+	if err := index.Digests(c.db, func(d string) {
+		n++
+		if !c.digests.TestString(d) {
+			t.Errorf("digest %s of the index is not in the filter", d)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n < 20 {
+		t.Fatalf("only %d digests in the index", n)
+	}
+	absent := 0
+	for i := range 1000 {
+		if !c.digests.TestString(fmt.Sprintf("sha1:NOTARCHIVED%d", i)) {
+			absent++
+		}
+	}
+	if absent < 950 {
+		t.Errorf("only %d of 1000 made-up digests are absent from the filter", absent)
 	}
 }

@@ -274,6 +274,7 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 				if err := index.PutDigest(b, cp); err != nil {
 					return nil, err
 				}
+				c.digests.AddString(cp.Digest)
 			}
 		}
 		if err := c.noteCopy(b, cp, e.facts); err != nil {

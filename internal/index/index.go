@@ -94,6 +94,23 @@ func PutDigest(b *pebble.Batch, c Capture) error {
 	return b.Set([]byte(digestPrefix+c.Digest), encodeCapture(c), nil)
 }
 
+// Digests calls fn with every payload digest the index has a first
+// capture of.
+func Digests(r pebble.Reader, fn func(digest string)) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(digestPrefix), UpperBound: prefixEnd([]byte(digestPrefix))})
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		fn(string(it.Key()[len(digestPrefix):]))
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	return nil
+}
+
 // ByDigest returns the first capture that stored a payload with this digest.
 // r is the database or an indexed batch (to see writes not yet committed).
 func ByDigest(r pebble.Reader, digest string) (Capture, bool, error) {
