@@ -3,7 +3,6 @@ package crawl
 import (
 	"context"
 	"errors"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -49,32 +48,15 @@ func running(t *testing.T, cfg Config) (c *Crawler, stop func()) {
 func recordsOnDisk(t *testing.T, data string) (where map[string]warc.Location, before map[string]string) {
 	t.Helper()
 	where, before = map[string]warc.Location{}, map[string]string{}
-	files, _ := filepath.Glob(filepath.Join(data, "warc", "*.warc.gz"))
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
+	prev := ""
+	eachRecord(t, data, func(rec *warc.Record, l warc.Location, first bool) {
+		if first {
+			prev = ""
 		}
-		r, err := warc.NewReader(fh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		prev := ""
-		for {
-			rec, l, err := r.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			l.Segment = filepath.Base(f)
-			where[rec.ID()] = l
-			before[rec.ID()] = prev
-			prev = rec.ID()
-		}
-		fh.Close()
-	}
+		where[rec.ID()] = l
+		before[rec.ID()] = prev
+		prev = rec.ID()
+	})
 	return where, before
 }
 
@@ -278,35 +260,18 @@ func indexedCapture(t *testing.T, c *Crawler, cp index.Capture) (index.Capture, 
 func groups(t *testing.T, data string) map[string][]warc.Location {
 	t.Helper()
 	out := map[string][]warc.Location{}
-	files, _ := filepath.Glob(filepath.Join(data, "warc", "*.warc.gz"))
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
+	head := ""
+	eachRecord(t, data, func(rec *warc.Record, l warc.Location, first bool) {
+		switch {
+		case rec.Type() == warc.TypeResponse || rec.Type() == warc.TypeRevisit:
+			head = rec.ID()
+			out[head] = []warc.Location{l}
+		case !first && head != "" && rec.Header.Get("WARC-Concurrent-To") == head:
+			out[head] = append(out[head], l)
+		default:
+			head = ""
 		}
-		r, err := warc.NewReader(fh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		head := ""
-		for {
-			rec, l, err := r.Next()
-			if err != nil {
-				break
-			}
-			l.Segment = filepath.Base(f)
-			switch {
-			case rec.Type() == warc.TypeResponse || rec.Type() == warc.TypeRevisit:
-				head = rec.ID()
-				out[head] = []warc.Location{l}
-			case head != "" && rec.Header.Get("WARC-Concurrent-To") == head:
-				out[head] = append(out[head], l)
-			default:
-				head = ""
-			}
-		}
-		fh.Close()
-	}
+	})
 	return out
 }
 

@@ -82,6 +82,35 @@ func archived(t *testing.T, data string) map[string][]index.Capture {
 	return got
 }
 
+// eachRecord calls fn with every record of data's segments, in order,
+// each with its location; first marks the first record of a segment.
+func eachRecord(t *testing.T, data string, fn func(rec *warc.Record, l warc.Location, first bool)) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(data, "warc", "*.warc.gz"))
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := warc.NewReader(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for first := true; ; first = false {
+			rec, l, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			l.Segment = filepath.Base(f)
+			fn(rec, l, first)
+		}
+		fh.Close()
+	}
+}
+
 // verifyWARCs checks that every segment reads cleanly end to end and that
 // every index entry points at a record of the right URL and type whose
 // digest verifies.
@@ -93,27 +122,7 @@ func verifyWARCs(t *testing.T, data string, caps map[string][]index.Capture) (re
 		t.Fatal("no WARC segments")
 	}
 	records = map[string]int{}
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := warc.NewReader(fh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			rec, _, err := r.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			records[rec.Type()]++
-		}
-		fh.Close()
-	}
+	eachRecord(t, data, func(rec *warc.Record, _ warc.Location, _ bool) { records[rec.Type()]++ })
 	for u, cs := range caps {
 		for _, c := range cs {
 			rec, err := warc.ReadAt(dir, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
