@@ -14,10 +14,11 @@
 // copies to the peers that should hold them when membership changes.
 // Delivery is at least once; receivers skip records they already hold.
 //
-// The sender reads the members from the node's WARC segments and checks
-// them as the receiver will; an entry whose records are missing or corrupt
-// on disk cannot ever be sent, and is logged, counted (Stats.Dropped) and
-// dropped rather than left to block its queue.
+// The sender reads the members from the node's WARC segments as they are
+// (the receiver checks every one); only when a receiver refuses a batch as
+// malformed does the sender check them itself. An entry whose records are
+// missing, or corrupt on disk, cannot ever be sent, and is logged, counted
+// (Stats.Dropped) and dropped rather than left to block its queue.
 //
 // Keys, all under "p/":
 //
