@@ -627,6 +627,22 @@ func (q *Queue) sendBatch(ctx context.Context, p *peerState, pending int) error 
 		}
 	}
 	switch {
+	case errors.Is(err, errRefusedByPeer) && len(entries) > 1:
+		// Nothing wrong here that this node can see: find the entry the
+		// peer refuses by sending smaller batches, rather than hold the
+		// whole queue back.
+		q.mu.Lock()
+		p.limit = max(1, len(body)/2)
+		q.mu.Unlock()
+		q.log.Warn("replicate: peer refused a batch; sending smaller ones to find the entry it refuses", "peer", p.id, "entries", len(entries), "err", err)
+		return q.remove(p, cursor, false, dropped, nil)
+	case errors.Is(err, errRefusedByPeer):
+		// One entry, sound here, that the peer will not take: it would
+		// block the queue for good. Dropped; anti-entropy tries again.
+		q.dropped.Add(1)
+		q.log.Error("replicate: peer refuses a capture that checks out here; dropping its copy", "peer", p.id,
+			"url", truncate(entries[0].capture.URL), "record", entries[0].capture.RecordID, "err", err)
+		return q.remove(p, cursor, true, append(dropped, sent(items, dropped)...), nil)
 	case errors.Is(err, errTooLargeForPeer) && len(entries) > 1:
 		q.mu.Lock()
 		p.limit = max(1, len(body)/2)

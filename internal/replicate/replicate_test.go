@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -560,6 +561,51 @@ func TestDropsCorruptLocalRecords(t *testing.T) {
 	}
 	if s.q.Under() != 0 {
 		t.Errorf("Under = %d, want 0", s.q.Under())
+	}
+}
+
+// A peer that refuses a batch over an entry that checks out here (a bug,
+// another version) holds its queue back only while the sender narrows the
+// batches down to that entry, which it then drops; everything else arrives.
+func TestRefusedEntryIsolated(t *testing.T) {
+	creds := network(t, 2)
+	b := creds[1].ID()
+	rb := newReceiver()
+	warcDir := t.TempDir()
+	entries := captures(t, warcDir, 30)
+	poisoned := entries[10].Capture.RecordID
+	real := Handler(rb.store)
+	refusals := 0
+	var mu sync.Mutex
+	addr, _ := serve(t, creds[1], http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		copies, err := decodeCopies(body)
+		for _, cp := range copies {
+			if err == nil && cp.Capture != nil && cp.Capture.RecordID == poisoned {
+				mu.Lock()
+				refusals++
+				mu.Unlock()
+				http.Error(w, "replicate: cannot take this one", http.StatusBadRequest)
+				return
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		real.ServeHTTP(w, r)
+	}))
+	res := &resolver{addrs: map[string]string{b: addr}}
+	s := newSender(t, creds[0], t.TempDir(), warcDir, res, 0)
+	s.run()
+	s.add(t, []string{b}, entries)
+	waitUntil(t, "the queue to drain", func() bool { return len(s.q.Pending()) == 0 })
+	want := slices.Concat(entries[:10], entries[11:])
+	rb.check(t, warcDir, want, creds[0].ID())
+	if st := s.q.Stats(); st.Dropped != 1 || st.Entries != int64(len(want)) {
+		t.Errorf("Stats = %+v, want 1 dropped, %d sent", st, len(want))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if refusals < 2 {
+		t.Errorf("%d refused batches; the entry should have been narrowed down", refusals)
 	}
 }
 
