@@ -402,15 +402,16 @@ func (c *Crawler) warcInfo() []warc.Field {
 }
 
 // loadDigests fills the digest filter from the digest index, sized for
-// twice what it holds (at least a million) at a 1% false-positive rate.
+// twice what it holds (at least a million) at a 1% false-positive rate:
+// one pass over the index's digest keys to count them, one to add them.
 func (c *Crawler) loadDigests() error {
-	var all []string
-	if err := index.Digests(c.db, func(d string) { all = append(all, d) }); err != nil {
+	n := 0
+	if err := index.Digests(c.db, func(string) { n++ }); err != nil {
 		return fmt.Errorf("crawl: %w", err)
 	}
-	c.digests = bloom.NewWithEstimates(uint(max(2*len(all), 1<<20)), 0.01)
-	for _, d := range all {
-		c.digests.AddString(d)
+	c.digests = bloom.NewWithEstimates(uint(max(2*n, 1<<20)), 0.01)
+	if err := index.Digests(c.db, func(d string) { c.digests.AddString(d) }); err != nil {
+		return fmt.Errorf("crawl: %w", err)
 	}
 	return nil
 }
