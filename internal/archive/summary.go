@@ -178,7 +178,6 @@ func serveSummary(l *Local, owns func(string) bool, w http.ResponseWriter, r *ht
 		http.Error(w, "archive: summary: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	s.Missing = 0
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(s)
 }

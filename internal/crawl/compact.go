@@ -134,11 +134,7 @@ func (c *Crawler) Compact(ctx context.Context, opts CompactOptions) (CompactStat
 	// A segment that did not read is left out (and stays as it is); the
 	// others are compacted all the same.
 	errs := []error{err}
-	for seg, size := range candidates {
-		sc, ok := live[seg]
-		if !ok {
-			continue
-		}
+	for seg, sc := range live {
 		moved, bytes, err := c.compactSegment(ctx, seg, sc, opts.InUse)
 		st.Moved += moved
 		if err != nil {
@@ -149,7 +145,7 @@ func (c *Crawler) Compact(ctx context.Context, opts CompactOptions) (CompactStat
 			continue
 		}
 		st.Segments++
-		st.Reclaimed += size - bytes
+		st.Reclaimed += sc.size - bytes
 	}
 	return st, errors.Join(errs...)
 }

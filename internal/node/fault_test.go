@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -145,27 +147,43 @@ func TestLostSegmentRepaired(t *testing.T) {
 // recordTypes counts the records of a data directory's segments by type.
 func recordTypes(t *testing.T, data string) map[string]int {
 	t.Helper()
-	segs, err := filepath.Glob(filepath.Join(data, "warc", "*.warc.gz"))
+	n := map[string]int{}
+	eachRecord(t, segments(t, data), func(rec *warc.Record) { n[rec.Type()]++ })
+	return n
+}
+
+// segments lists a data directory's WARC segments in the order written.
+func segments(t *testing.T, data string) []string {
+	t.Helper()
+	segs, err := warc.Segments(filepath.Join(data, "warc"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := map[string]int{}
+	return segs
+}
+
+// eachRecord calls fn with every record of the segments, in order, up to
+// a record still being written. A segment gone meanwhile (compacted away)
+// is passed over.
+func eachRecord(t *testing.T, segs []string, fn func(*warc.Record)) {
+	t.Helper()
 	for _, seg := range segs {
 		f, err := os.Open(seg)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, _ := warc.NewReader(f)
-		for {
-			rec, _, err := r.Next()
-			if err != nil {
-				break // the end, or a record still being written
+		r, err := warc.NewReader(f)
+		for err == nil {
+			var rec *warc.Record
+			if rec, _, err = r.Next(); err == nil {
+				fn(rec)
 			}
-			n[rec.Type()]++
 		}
 		f.Close()
 	}
-	return n
 }
 
 // waggle node leave: a node hands its copies over to the nodes that hold
@@ -226,27 +244,11 @@ func TestLeaveHandsOver(t *testing.T) {
 func withoutRequest(t *testing.T, n *testNode) int {
 	t.Helper()
 	requests := map[string]bool{}
-	segs, err := filepath.Glob(filepath.Join(n.data, "warc", "*.warc.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, seg := range segs {
-		f, err := os.Open(seg)
-		if err != nil {
-			t.Fatal(err)
+	eachRecord(t, segments(t, n.data), func(rec *warc.Record) {
+		if rec.Type() == warc.TypeRequest {
+			requests[rec.Header.Get("WARC-Concurrent-To")] = true
 		}
-		r, _ := warc.NewReader(f)
-		for {
-			rec, _, err := r.Next()
-			if err != nil {
-				break
-			}
-			if rec.Type() == warc.TypeRequest {
-				requests[rec.Header.Get("WARC-Concurrent-To")] = true
-			}
-		}
-		f.Close()
-	}
+	})
 	bare := 0
 	n.LocalCaptures(context.Background(), func(c index.Capture) bool {
 		if !requests[c.RecordID] {
@@ -384,29 +386,14 @@ func releasedOnDisk(t *testing.T, n *testNode) int {
 		indexed[c.RecordID] = true
 		return true
 	})
-	segs, err := warc.Segments(filepath.Join(n.data, "warc"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	segs := segments(t, n.data)
 	left := 0
-	for _, seg := range segs[:max(0, len(segs)-1)] {
-		f, err := os.Open(seg)
-		if err != nil {
-			continue // compacted away meanwhile
+	eachRecord(t, segs[:max(0, len(segs)-1)], func(rec *warc.Record) {
+		typ := rec.Type()
+		if (typ == warc.TypeResponse || typ == warc.TypeRevisit) && !indexed[rec.ID()] {
+			left++
 		}
-		r, _ := warc.NewReader(f)
-		for {
-			rec, _, err := r.Next()
-			if err != nil {
-				break
-			}
-			typ := rec.Type()
-			if (typ == warc.TypeResponse || typ == warc.TypeRevisit) && !indexed[rec.ID()] {
-				left++
-			}
-		}
-		f.Close()
-	}
+	})
 	return left
 }
 
