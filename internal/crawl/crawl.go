@@ -336,8 +336,13 @@ func (c *Crawler) work(ctx context.Context) {
 			c.results <- result{lease: lease, hasLease: true, outcome: "forward", forward: owner}
 			continue
 		}
-		r := c.process(ctx, lease)
+		r, resp, prev := c.visit(ctx, lease)
+		// The request is over: the host's next one may start while this
+		// response is processed.
 		c.front.Release(lease)
+		if resp != nil {
+			r = c.process(ctx, r, resp, prev)
+		}
 		if r.resp == nil {
 			c.budget.Add(1) // nothing archived: the slot goes back
 		}

@@ -46,21 +46,23 @@ type result struct {
 	simhash    uint64                    // of an HTML page's text
 }
 
-// process fetches one leased URL and extracts its links.
-func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
-	r := result{lease: l, hasLease: true}
+// visit is a leased URL's request: the robots.txt check, then the fetch,
+// conditional when the URL is queued for a revisit. The result says why
+// there is no capture when resp is nil.
+func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *fetch.Response, prev *recrawl.Entry) {
+	r = result{lease: l, hasLease: true}
 	log := c.cfg.Logger.With("url", l.URL)
 	if c.cfg.Recover != nil && c.cfg.Recover(ctx, l.URL) {
 		c.stats.recovered.Add(1)
 		r.outcome = "recovered"
-		return r
+		return r, nil, nil
 	}
 	if c.robots != nil {
 		d, err := c.robots.Check(ctx, l.URL)
 		if err != nil {
 			// Only a cancelled context ends up here; the URL stays queued.
 			r.outcome = "cancelled"
-			return r
+			return r, nil, nil
 		}
 		if d.CrawlDelay > 0 {
 			c.front.SetHostDelay(l.Host, d.CrawlDelay)
@@ -69,18 +71,17 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 			log.Warn("fetch refused", "err", d.Err)
 			c.stats.errors.Add(1)
 			r.outcome = "forbidden"
-			return r
+			return r, nil, nil
 		}
 		if !d.Allowed {
 			log.Debug("robots.txt disallows", "reason", d.Reason)
 			c.stats.robots.Add(1)
 			r.outcome = "robots"
-			return r
+			return r, nil, nil
 		}
 	}
 	// A URL queued for a revisit is compared with its last visit; a URL
 	// new to the frontier is fetched whole.
-	var prev *recrawl.Entry
 	if l.Revisit {
 		e, ok, err := recrawl.Get(c.db, l.URL)
 		if err != nil {
@@ -89,12 +90,11 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 			prev = &e
 		}
 	}
-	cond := conditional(prev)
-	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL, Header: cond})
+	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL, Header: conditional(prev)})
 	if err != nil {
 		if ctx.Err() != nil {
 			r.outcome = "cancelled"
-			return r
+			return r, nil, prev
 		}
 		r.outcome = "error"
 		if errors.Is(err, fetch.ErrForbiddenAddress) {
@@ -102,8 +102,18 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 		}
 		log.Warn("fetch failed", "err", err)
 		c.stats.errors.Add(1)
-		return r
+		return r, nil, prev
 	}
+	return r, resp, prev
+}
+
+// process turns a visit's response into the result to commit: its WARC
+// record, or a revisit of prev when nothing changed, and the links to queue.
+// It runs after the lease is released, so that a host's next request need
+// not wait for this one's processing.
+func (c *Crawler) process(ctx context.Context, r result, resp *fetch.Response, prev *recrawl.Entry) result {
+	log := c.cfg.Logger.With("url", r.lease.URL)
+	var err error
 	if r.record, err = warc.NewResponse(resp.URL, resp.Start, resp.Raw); err != nil {
 		log.Warn("unarchivable response", "err", err)
 		c.stats.errors.Add(1)
@@ -118,14 +128,14 @@ func (c *Crawler) process(ctx context.Context, l frontier.Lease) result {
 		log.Warn("response truncated", "why", resp.Truncated, "bytes", len(resp.Raw))
 	}
 	digest := r.record.Header.Get("WARC-Payload-Digest")
-	if r.revisit = unchanged(prev, resp, digest, cond != nil); r.revisit != nil {
+	if r.revisit = unchanged(prev, resp, digest, conditional(prev) != nil); r.revisit != nil {
 		// The page is as it was: nothing new to store or to follow.
 		r.simhash = r.revisit.simhash
 		return r
 	}
 	r.revisit = c.seenElsewhere(ctx, digest, resp)
 	r.outlinks, r.simhash = c.extract(resp, log.Warn)
-	r.queue = c.follow(l.Item, resp, r.outlinks)
+	r.queue = c.follow(r.lease.Item, resp, r.outlinks)
 	if prev != nil && prev.Captured() {
 		// A changed page: its links that were there before were routed then.
 		r.queue = slices.DeleteFunc(r.queue, func(it frontier.Item) bool { return prev.HasLink(recrawl.LinkHash(it.URL)) })
@@ -150,8 +160,8 @@ func (c *Crawler) seenElsewhere(ctx context.Context, digest string, resp *fetch.
 		rv.ref = recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}
 		return rv
 	}
-	// A worker holds its host's connection slot meanwhile: an owner slow to
-	// answer costs a stored duplicate, not a stalled crawl.
+	// An owner slow to answer costs a stored duplicate, not a stalled
+	// worker.
 	ctx, cancel := context.WithTimeout(ctx, dedupWait)
 	defer cancel()
 	ref, ok, err := c.cfg.Dedup.Lookup(ctx, digest)
