@@ -184,21 +184,21 @@ func dechunk(b []byte) ([]byte, bool, error) {
 	}
 }
 
-// marshal renders r in WARC 1.1 wire form.
-func (r *Record) marshal(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 4096)
-	bw.WriteString("WARC/1.1\r\n")
+// appendTo appends r in WARC 1.1 wire form to dst.
+func (r *Record) appendTo(dst []byte) []byte {
+	dst = append(dst, "WARC/1.1\r\n"...)
 	for _, f := range r.Header.fields {
 		if strings.EqualFold(f.Name, "Content-Length") {
 			continue
 		}
-		bw.WriteString(f.Name)
-		bw.WriteString(": ")
-		bw.WriteString(cleanValue(f.Value))
-		bw.WriteString("\r\n")
+		dst = append(dst, f.Name...)
+		dst = append(dst, ": "...)
+		dst = append(dst, cleanValue(f.Value)...)
+		dst = append(dst, "\r\n"...)
 	}
-	bw.WriteString("Content-Length: " + strconv.Itoa(len(r.Block)) + "\r\n\r\n")
-	bw.Write(r.Block)
-	bw.WriteString("\r\n\r\n")
-	return bw.Flush()
+	dst = append(dst, "Content-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(r.Block)), 10)
+	dst = append(dst, "\r\n\r\n"...)
+	dst = append(dst, r.Block...)
+	return append(dst, "\r\n\r\n"...)
 }

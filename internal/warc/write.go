@@ -1,7 +1,6 @@
 package warc
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -14,12 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
+	"github.com/waggle-archive/waggle/internal/gzmember"
 )
-
-// compressionLevel: level 2 compresses web content nearly as well as the
-// default level at about twice the speed.
-const compressionLevel = 2
 
 // WriterOptions configure a Writer; zero values mean the defaults listed.
 type WriterOptions struct {
@@ -47,7 +42,7 @@ type Writer struct {
 	infoID   string
 	infoSize int64     // size of the segment's warcinfo member
 	rolled   bool      // a segment was created since the last Sync: the directory needs one too
-	gzips    sync.Pool // *gzip.Writer: each holds hundreds of KB of tables, worth reusing
+	encoders sync.Pool // *gzmember.Encoder: each has learnt a Huffman code from the records before, worth keeping
 }
 
 // NewWriter starts a new segment in dir. It never appends to an existing
@@ -264,28 +259,19 @@ func (w *Writer) encodeAll(recs []*Record, own []bool) ([][]byte, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf bytes.Buffer
-			gz, _ := w.gzips.Get().(*gzip.Writer)
-			if gz == nil {
-				gz, _ = gzip.NewWriterLevel(&buf, compressionLevel)
+			enc, _ := w.encoders.Get().(*gzmember.Encoder)
+			if enc == nil {
+				enc = new(gzmember.Encoder)
 			}
-			defer w.gzips.Put(gz)
+			defer w.encoders.Put(enc)
+			var raw []byte
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(recs) {
 					return
 				}
-				buf.Reset()
-				gz.Reset(&buf)
-				if err := recs[i].marshal(gz); err != nil {
-					errs[i] = err
-					continue
-				}
-				if err := gz.Close(); err != nil {
-					errs[i] = err
-					continue
-				}
-				members[i] = bytes.Clone(buf.Bytes())
+				raw = recs[i].appendTo(raw[:0])
+				members[i], errs[i] = enc.Append(nil, raw, compressionKind(recs[i]))
 			}
 		}()
 	}
@@ -294,6 +280,26 @@ func (w *Writer) encodeAll(recs []*Record, own []bool) ([][]byte, error) {
 		return nil, fmt.Errorf("warc: %w", err)
 	}
 	return members, nil
+}
+
+// compressionKind groups records for the encoder, which learns one Huffman
+// code per group: records of one type are alike (requests are much the same
+// headers, metadata records lists of links), records of different types not.
+func compressionKind(r *Record) int {
+	switch r.Header.Get("WARC-Type") {
+	case "response":
+		return 0
+	case "request":
+		return 1
+	case "metadata":
+		return 2
+	case "revisit":
+		return 3
+	case "resource":
+		return 4
+	default:
+		return 5
+	}
 }
 
 // ValidSegmentName reports whether name can be a segment's base name, as

@@ -1,0 +1,353 @@
+// Package gzmember compresses many inputs into one gzip member each, as a
+// WARC writer does: a member per record, most records a few hundred bytes
+// to a few KiB.
+//
+// A general deflate encoder builds a Huffman code for every block from that
+// block's own symbol counts. For a member of 500 bytes building the code
+// costs more CPU than finding the matches (in a crawl, 13% of all CPU went
+// to klauspost/compress's code construction). An Encoder instead keeps one
+// code per kind of input (the caller says which inputs are alike: for WARC,
+// the record type), learnt from the symbol counts of the members of that
+// kind it compressed before and rebuilt every so often, and writes that
+// code into each member's block header. Every member is still a complete RFC 1951/1952 stream that any
+// gzip reader decodes on its own: only the encoder's choice of code is
+// shared. Per member it takes the cheapest of the learnt code, deflate's
+// fixed code, and storing the bytes uncompressed.
+//
+// Inputs above SmallMax go to klauspost/compress, for which building a code
+// per block is then a small part of the work and pays for itself.
+package gzmember
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"math/bits"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// SmallMax is the largest input an Encoder compresses itself. It is below
+// deflate's 32 KiB window, so that every earlier byte of a member can be
+// referred to.
+const SmallMax = 32 << 10
+
+// largeLevel is klauspost's level for inputs above SmallMax: level 2
+// compresses web content nearly as well as the default at about twice the
+// speed.
+const largeLevel = 2
+
+const (
+	hashBits = 14
+	minMatch = 4
+	maxMatch = 258
+
+	numLit  = 286 // literal/length symbols: bytes, end of block, 29 lengths
+	numDist = 30
+	eob     = 256
+
+	maxCodeBits    = 15 // deflate's limit for literal/length and distance codes
+	maxCodegenBits = 7  // and for the code that encodes code lengths
+
+	// A code is rebuilt once the members compressed since the last build
+	// hold this many symbols; the first build comes sooner so that an
+	// Encoder leaves the fixed code quickly.
+	firstRebuild = 4 << 10
+	rebuildEvery = 64 << 10
+
+	// Kinds is how many kinds of input an Encoder learns a code for.
+	Kinds = 8
+)
+
+// token is a literal byte (< 256), or a match: matchFlag | (length-3)<<15 |
+// (distance-1).
+type token uint32
+
+const matchFlag = 1 << 31
+
+// Encoder compresses inputs into gzip members. It is not safe for concurrent
+// use; its learnt code makes it worth keeping one per goroutine.
+type Encoder struct {
+	table  [1 << hashBits]int32 // hash of 4 bytes → position + base
+	base   int32                // added to the positions of the current input, so that entries of earlier inputs read as stale without clearing the table
+	tokens []token
+
+	lit   [numLit]uint32 // the current input's symbol counts
+	dist  [numDist]uint32
+	extra int // and its extra bits (of lengths and distances)
+
+	kinds [Kinds]learner
+
+	large *gzip.Writer
+}
+
+// learner is what an Encoder learnt about one kind of input.
+type learner struct {
+	lit     [numLit]uint64 // counts since the last build
+	dist    [numDist]uint64
+	pending int // symbols counted since the last build
+	built   bool
+	code    code // once built
+}
+
+// Append compresses src, an input of the given kind (taken modulo Kinds),
+// into one gzip member appended to dst.
+func (e *Encoder) Append(dst, src []byte, kind int) ([]byte, error) {
+	if len(src) > SmallMax {
+		return e.appendLarge(dst, src)
+	}
+	e.tokenize(src)
+	l := &e.kinds[kind%Kinds]
+
+	w := bitWriter{buf: append(dst, gzipHeader[:]...)}
+	fixedBits := e.cost(&fixedCode) + e.extra
+	storedBits := 8 * (len(src) + 5)
+	best, bestBits := &fixedCode, fixedBits
+	if l.built {
+		if b := l.code.headerBits + e.cost(&l.code) + e.extra; b < bestBits {
+			best, bestBits = &l.code, b
+		}
+	}
+	switch {
+	case storedBits < bestBits:
+		w.bits(1, 3) // final block, stored
+		w.align()
+		w.buf = binary.LittleEndian.AppendUint16(w.buf, uint16(len(src)))
+		w.buf = binary.LittleEndian.AppendUint16(w.buf, ^uint16(len(src)))
+		w.buf = append(w.buf, src...)
+	default:
+		if best == &fixedCode {
+			w.bits(1|1<<1, 3) // final block, fixed code
+		} else {
+			w.bits(1|2<<1, 3) // final block, dynamic code
+			for _, h := range best.header {
+				w.bits(uint64(h.v), uint(h.n))
+			}
+		}
+		w.tokens(e.tokens, best)
+		w.align()
+		e.learn(l)
+	}
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc32.ChecksumIEEE(src))
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, uint32(len(src)))
+	return w.buf, nil
+}
+
+// gzipHeader is a member header with no name, time or flags, as
+// klauspost/compress writes it by default.
+var gzipHeader = [10]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255}
+
+func (e *Encoder) appendLarge(dst, src []byte) ([]byte, error) {
+	buf := bytes.NewBuffer(dst)
+	if e.large == nil {
+		var err error
+		if e.large, err = gzip.NewWriterLevel(buf, largeLevel); err != nil {
+			return dst, err
+		}
+	} else {
+		e.large.Reset(buf)
+	}
+	if _, err := e.large.Write(src); err != nil {
+		return dst, err
+	}
+	if err := e.large.Close(); err != nil {
+		return dst, err
+	}
+	return buf.Bytes(), nil
+}
+
+// tokenize finds matches greedily (one candidate per 4-byte hash, as
+// snappy does), skipping ahead faster the longer it finds none so that
+// incompressible inputs cost little, and counts the symbols.
+func (e *Encoder) tokenize(src []byte) {
+	e.tokens = e.tokens[:0]
+	clear(e.lit[:])
+	clear(e.dist[:])
+	e.extra = 0
+	if e.base > 1<<30 {
+		clear(e.table[:])
+		e.base = 0
+	}
+	base := e.base + 1 // every stored value of earlier inputs is below base
+	e.base = base + int32(len(src))
+
+	n := len(src)
+	pending := 0 // start of the literals not yet emitted
+	i, skip := 0, 32
+	for i+minMatch <= n {
+		cur := binary.LittleEndian.Uint32(src[i:])
+		h := hash4(cur)
+		cand := int(e.table[h] - base)
+		e.table[h] = int32(i) + base
+		if cand < 0 || binary.LittleEndian.Uint32(src[cand:]) != cur {
+			i += skip >> 5
+			skip++
+			continue
+		}
+		// The match may begin before i: a skip can land inside one.
+		for i > pending && cand > 0 && src[i-1] == src[cand-1] {
+			i, cand = i-1, cand-1
+		}
+		e.literals(src[pending:i])
+		l := matchLen(src[cand:], src[i:min(n, i+maxMatch)])
+		e.match(l, i-cand)
+		// Let the bytes just matched be found again.
+		for j := i + 1; j < i+l && j+minMatch <= n; j += 2 {
+			e.table[hash4(binary.LittleEndian.Uint32(src[j:]))] = int32(j) + base
+		}
+		i += l
+		pending, skip = i, 32
+	}
+	e.literals(src[pending:])
+	e.lit[eob]++
+}
+
+func hash4(u uint32) uint32 { return (u * 0x1e35a7bd) >> (32 - hashBits) }
+
+// matchLen is the length of the common prefix of a and b (b no longer than a
+// matters: the caller bounds it).
+func matchLen(a, b []byte) int {
+	n := 0
+	for len(b)-n >= 8 && len(a)-n >= 8 {
+		if x := binary.LittleEndian.Uint64(a[n:]) ^ binary.LittleEndian.Uint64(b[n:]); x != 0 {
+			return n + bits.TrailingZeros64(x)>>3
+		}
+		n += 8
+	}
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+func (e *Encoder) literals(b []byte) {
+	for _, c := range b {
+		e.tokens = append(e.tokens, token(c))
+		e.lit[c]++
+	}
+}
+
+func (e *Encoder) match(length, distance int) {
+	e.tokens = append(e.tokens, matchFlag|token(length-3)<<15|token(distance-1))
+	lc := lengthCode[length-3]
+	dc := distCode(uint32(distance - 1))
+	e.lit[257+int(lc)]++
+	e.dist[dc]++
+	e.extra += int(lengthExtra[lc]) + int(distExtra[dc])
+}
+
+// cost is the bits of the current input's symbols in c, extra bits and
+// header aside.
+func (e *Encoder) cost(c *code) int {
+	n := 0
+	for s, f := range e.lit {
+		n += int(f) * int(c.litLen[s])
+	}
+	for d, f := range e.dist {
+		n += int(f) * int(c.distLen[d])
+	}
+	return n
+}
+
+// learn adds the current input's counts to those l's next code is built
+// from, and builds it when enough have come in. Stored inputs are not
+// counted: their bytes say nothing about what compresses.
+func (e *Encoder) learn(l *learner) {
+	for s, f := range e.lit {
+		l.lit[s] += uint64(f)
+	}
+	for d, f := range e.dist {
+		l.dist[d] += uint64(f)
+	}
+	l.pending += len(e.tokens)
+	if l.pending < rebuildEvery && (l.built || l.pending < firstRebuild) {
+		return
+	}
+	l.code.build(l.lit[:], l.dist[:])
+	l.built = true
+	// Halve the counts: the code follows what is being archived now.
+	for s := range l.lit {
+		l.lit[s] >>= 1
+	}
+	for d := range l.dist {
+		l.dist[d] >>= 1
+	}
+	l.pending = 0
+}
+
+// Deflate's length and distance symbols (RFC 1951 §3.2.5).
+var (
+	lengthBase  = [29]uint16{3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258}
+	lengthExtra = [29]uint8{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0}
+	distBase    = [numDist]uint32{1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577}
+	distExtra   = [numDist]uint8{0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13}
+
+	// lengthCode maps length-3 to its symbol's index in lengthBase.
+	lengthCode = func() (t [256]uint8) {
+		for c := range lengthBase {
+			end := 256
+			if c+1 < len(lengthBase) {
+				end = int(lengthBase[c+1]) - 3
+			}
+			for l := int(lengthBase[c]) - 3; l < end; l++ {
+				t[l] = uint8(c)
+			}
+		}
+		return t
+	}()
+)
+
+// distCode is the symbol of distance d+1.
+func distCode(d uint32) uint8 {
+	if d < 4 {
+		return uint8(d)
+	}
+	top := bits.Len32(d) - 1
+	return uint8(2*top + int(d>>(top-1)&1))
+}
+
+// bitWriter writes deflate's LSB-first bit stream. Values passed to bits
+// have no bits above n, and n is at most 32.
+type bitWriter struct {
+	buf []byte
+	acc uint64
+	n   uint
+}
+
+func (w *bitWriter) bits(v uint64, n uint) {
+	w.acc |= v << w.n
+	w.n += n
+	if w.n >= 32 {
+		w.buf = binary.LittleEndian.AppendUint32(w.buf, uint32(w.acc))
+		w.acc >>= 32
+		w.n -= 32
+	}
+}
+
+// align writes out the bits held, zero-padded to a byte boundary.
+func (w *bitWriter) align() {
+	for w.n > 0 {
+		w.buf = append(w.buf, byte(w.acc))
+		w.acc >>= 8
+		w.n -= min(8, w.n)
+	}
+	w.acc = 0
+}
+
+// tokens writes ts and the end of the block in code c.
+func (w *bitWriter) tokens(ts []token, c *code) {
+	for _, t := range ts {
+		if t&matchFlag == 0 {
+			w.bits(uint64(c.litCode[t]), uint(c.litLen[t]))
+			continue
+		}
+		l := uint32(t>>15) & 0xff
+		d := uint32(t) & 0x7fff
+		lc := lengthCode[l]
+		s := 257 + int(lc)
+		w.bits(uint64(c.litCode[s])|uint64(l+3-uint32(lengthBase[lc]))<<c.litLen[s], uint(c.litLen[s])+uint(lengthExtra[lc]))
+		dc := distCode(d)
+		w.bits(uint64(c.distCode[dc])|uint64(d+1-distBase[dc])<<c.distLen[dc], uint(c.distLen[dc])+uint(distExtra[dc]))
+	}
+	w.bits(uint64(c.litCode[eob]), uint(c.litLen[eob]))
+}
