@@ -12,9 +12,6 @@ func fastCanonical(base, ref string) (string, bool) {
 	if i := strings.IndexByte(ref, '#'); i >= 0 {
 		ref = ref[:i]
 	}
-	if ref == "" {
-		return "", false
-	}
 	var origin, path string
 	if base != "" {
 		// The base must be in canonical shape: an absolute, simple path.
@@ -31,11 +28,19 @@ func fastCanonical(base, ref string) (string, bool) {
 		return "", false
 	}
 	switch {
+	case ref == "":
+		// "" and "#top" are the base itself.
+		return base, true
+	case strings.HasPrefix(ref, "//"):
+		// Scheme-relative: the base's scheme, the reference's host.
+		return fastAbsolute(origin[:strings.IndexByte(origin, ':')+1] + ref)
 	case ref[0] == '/':
-		if len(ref) > 1 && ref[1] == '/' || !simplePathRef(ref) {
+		if !simplePathRef(ref) {
 			return "", false
 		}
 		return origin + ref, true
+	case ref[0] == '.':
+		return fastDotted(origin, path, ref)
 	case ref[0] == '?':
 		if !simpleQuery(ref[1:]) {
 			return "", false
@@ -51,6 +56,32 @@ func fastCanonical(base, ref string) (string, bool) {
 		return origin + path[:strings.LastIndexByte(path, '/')+1] + ref, true
 	}
 	return "", false
+}
+
+// fastDotted resolves a reference that starts with "./" and "../" steps
+// followed by a simple relative path (or nothing): each "../" takes a
+// segment off the base's directory, never above the root.
+func fastDotted(origin, basePath, ref string) (string, bool) {
+	if q := strings.IndexByte(basePath, '?'); q >= 0 {
+		basePath = basePath[:q]
+	}
+	dir := basePath[:strings.LastIndexByte(basePath, '/')+1]
+	for {
+		if rest, ok := strings.CutPrefix(ref, "./"); ok {
+			ref = rest
+		} else if rest, ok := strings.CutPrefix(ref, "../"); ok {
+			ref = rest
+			if dir != "/" {
+				dir = dir[:strings.LastIndexByte(dir[:len(dir)-1], '/')+1]
+			}
+		} else {
+			break
+		}
+	}
+	if ref != "" && (ref[0] == '/' || ref[0] == '?' || !simplePathRef(ref)) {
+		return "", false
+	}
+	return origin + dir + ref, true
 }
 
 // fastAbsolute accepts "http(s)://host/path?query" with a lowercase DNS

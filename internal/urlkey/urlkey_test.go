@@ -101,7 +101,8 @@ func FuzzCanonical(f *testing.F) {
 }
 
 func FuzzSURT(f *testing.F) {
-	for _, s := range []string{"http://www.archive.org/goo/?a=2&b&a=1", "http://[::1]/x;jsessionid=0123456789abcdef0123456789abcdef",
+	for _, s := range []string{"http://www.archive.org/goo/?a=2&b&a=1", "http://www.example.com/A/(S(abcdefghijklmnopqrstuvwx))/page.aspx?B=1&JSESSIONID=0123456789abcdef0123456789abcdef",
+		"http://www3.example.com/x;jsessionid=0123456789ABCDEF0123456789ABCDEF?sid=0123456789abcdef0123456789abcdef&cfid=1&cftoken=2", "http://[::1]/x;jsessionid=0123456789abcdef0123456789abcdef",
 		"https://WWW2.Example.COM:8443/a", "http://192.168.0.1:80/", "http://example.com./x", "http://xn--bcher-kva.example/"} {
 		f.Add(s)
 	}
@@ -112,6 +113,9 @@ func FuzzSURT(f *testing.F) {
 		}
 		if !strings.Contains(k, ")") || strings.ContainsAny(k, " \x00") {
 			t.Fatalf("SURT(%q) = %q", s, k)
+		}
+		if slow, err := surt(s, false); err != nil || slow != k {
+			t.Fatalf("SURT(%q) = %q; by the WHATWG parser alone: %q, %v", s, k, slow, err)
 		}
 		// Site, the network's assignment key, agrees with the SURT key.
 		if c, _ := Canonical("", s); Site(c) != SiteOfKey(k) {
@@ -140,6 +144,16 @@ func FuzzFastPath(f *testing.F) {
 		{"http://1.2.3.4/", "x"},
 		{"http://a", "0"},
 		{"http://a/b/../c", "d"},
+		{"http://a.example/b/c/d.html?q=1", "#top"},
+		{"http://a.example/b/c/d.html", ""},
+		{"http://a.example/b/c/d.html", "../../x/y.css"},
+		{"http://a.example/b/c/", "./../../../z?k=v"},
+		{"http://a.example/b/c/", "../"},
+		{"http://a.example/b/c/", ".././"},
+		{"http://a.example/b/c/", ".."},
+		{"http://a.example/b/c/", "../.x"},
+		{"https://a.example/b", "//media.example/js/app.js"},
+		{"https://a.example/b", "//Media.example:8080/x"},
 	} {
 		f.Add(c[0], c[1])
 	}
