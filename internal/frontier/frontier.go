@@ -96,6 +96,11 @@ type host struct {
 	head     [][]byte // committed queue keys not leased, ascending, ≤ headSize
 	headVals [][]byte
 	diskMore bool            // entries on disk beyond head
+	// Every queue entry on disk below cursor is in head or leased, so a
+	// refill (which runs when head is empty) starts there: the entries
+	// fetched before it are deleted, and an iterator would step over every
+	// one of their tombstones again. nil: the start of the host's queue.
+	cursor []byte
 	leased   map[string]bool // keys leased and not yet committed Done
 	heapIdx  int             // -1 when not in the ready heap
 }
@@ -448,6 +453,7 @@ func (h *host) insertHead(key, val []byte) {
 	}
 	n := len(h.head)
 	if h.diskMore && (n == 0 || bytes.Compare(key, h.head[n-1]) > 0) {
+		h.onDisk(key)
 		return
 	}
 	i := n
@@ -460,8 +466,10 @@ func (h *host) insertHead(key, val []byte) {
 	if n == headSize {
 		if i == n {
 			h.diskMore = true
+			h.onDisk(key)
 			return
 		}
+		h.onDisk(h.head[n-1])
 		h.head, h.headVals = h.head[:n-1], h.headVals[:n-1] // the old tail stays on disk
 		h.diskMore = true
 	}
@@ -472,25 +480,43 @@ func (h *host) insertHead(key, val []byte) {
 	h.head[i], h.headVals[i] = key, val
 }
 
-// refill reads the next queue entries of h from disk, skipping leased ones.
+// onDisk notes that the entry key is left on disk, not in head.
+func (h *host) onDisk(key []byte) {
+	if h.cursor != nil && bytes.Compare(key, h.cursor) < 0 {
+		h.cursor = key
+	}
+}
+
+// refill reads the next queue entries of h from disk, from its cursor on,
+// skipping leased ones. It runs when h's head is empty.
 func (f *Frontier) refill(h *host) error {
 	prefix := "f/q/" + h.name + "\x00"
-	it, err := f.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: prefixEnd(prefix)})
+	lower := []byte(prefix)
+	if h.cursor != nil {
+		lower = h.cursor
+	}
+	it, err := f.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return fmt.Errorf("frontier: %w", err)
 	}
 	defer it.Close()
 	h.head, h.headVals, h.diskMore = h.head[:0], h.headVals[:0], false
+	var last []byte
 	for it.First(); it.Valid(); it.Next() {
 		if h.leased[string(it.Key())] {
 			continue
 		}
 		if len(h.head) == headSize {
 			h.diskMore = true
-			break
+			h.cursor = bytes.Clone(it.Key())
+			return it.Error()
 		}
-		h.head = append(h.head, bytes.Clone(it.Key()))
+		last = bytes.Clone(it.Key())
+		h.head = append(h.head, last)
 		h.headVals = append(h.headVals, bytes.Clone(it.Value()))
+	}
+	if last != nil {
+		h.cursor = append(last[:len(last):len(last)], 0) // just after the last entry read
 	}
 	return it.Error()
 }

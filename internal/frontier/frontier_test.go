@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -281,4 +283,74 @@ func rss(b *testing.B) int64 {
 	}
 	b.Skip("no VmRSS")
 	return 0
+}
+
+// TestQueueOrderUnderChurn adds, leases and finishes URLs of one host in a
+// random interleaving, many more than fit in the host's RAM head, and
+// checks every lease against a model: each is the host's first URL in
+// breadth-first order among those not yet leased, and each URL is leased
+// exactly once. It covers the refill cursor: entries that a later, shallower
+// add pushes out of the head must still be found on disk.
+func TestQueueOrderUnderChurn(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f, err := Open(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	type entry struct{ depth, n int }
+	queued := map[string]entry{} // added, not leased
+	var leases []Lease
+	n := 0
+	first := func() string {
+		best, bestURL := entry{1 << 30, 0}, ""
+		for u, e := range queued {
+			if e.depth < best.depth || e.depth == best.depth && e.n < best.n {
+				best, bestURL = e, u
+			}
+		}
+		return bestURL
+	}
+	lease := func() {
+		l := next(t, f)
+		f.Release(l)
+		if want := first(); l.URL != want {
+			t.Fatalf("after %d URLs: leased %s, want %s", n, l.URL, want)
+		}
+		delete(queued, l.URL)
+		leases = append(leases, l)
+	}
+	for range 6000 {
+		switch x := r.IntN(20); {
+		case x < 5:
+			var items []Item
+			for range 1 + r.IntN(6) {
+				n++
+				it := item("h", "/p"+strconv.Itoa(n), r.IntN(4))
+				items = append(items, it)
+				queued[it.URL] = entry{it.Depth, n}
+			}
+			add(t, db, f, items...)
+		case x < 14:
+			if len(queued) > 0 {
+				lease()
+			}
+		default:
+			if len(leases) > 0 {
+				i := r.IntN(len(leases))
+				done(t, db, f, leases[i])
+				leases = slices.Delete(leases, i, i+1)
+			}
+		}
+	}
+	for len(queued) > 0 {
+		lease()
+	}
+	for _, l := range leases {
+		done(t, db, f, l)
+	}
+	if _, err := f.Next(context.Background()); !errors.Is(err, ErrEmpty) {
+		t.Fatalf("after %d URLs, all done: %v, want ErrEmpty", n, err)
+	}
 }
