@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -252,6 +253,7 @@ func (f *Frontier) Add(b *pebble.Batch, items []Item) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	added := 0
+	var counted []*host // hosts whose total changed
 	for _, it := range items {
 		if reason := f.reject(it); reason != "" {
 			f.stats.Dropped[reason]++
@@ -292,20 +294,39 @@ func (f *Frontier) Add(b *pebble.Batch, items []Item) (int, error) {
 		key := queueKey(it.Host, it.Depth, f.seq)
 		val := encodeItem(it)
 		h.total++
-		if err := errors.Join(
-			b.Set(seenKey, nil, nil),
-			b.Set(key, val, nil),
-			b.Set([]byte("f/h/"+it.Host), binary.AppendUvarint(nil, uint64(h.total)), nil),
-			b.Set([]byte("f/n"), binary.BigEndian.AppendUint64(nil, f.seq), nil),
-		); err != nil {
+		if err := errors.Join(b.Set(seenKey, nil, nil), b.Set(key, val, nil)); err != nil {
 			return added, fmt.Errorf("frontier: %w", err)
+		}
+		if !slices.Contains(counted, h) {
+			counted = append(counted, h)
 		}
 		f.seen.Add(hash)
 		f.stats.Seen++
 		f.stagedAdds = append(f.stagedAdds, staged{host: it.Host, key: key, val: val})
 		added++
 	}
+	// The counters once per call, not once per URL: each Set is a
+	// memtable entry.
+	for _, h := range counted {
+		if err := b.Set([]byte("f/h/"+h.name), binary.AppendUvarint(nil, uint64(h.total)), nil); err != nil {
+			return added, fmt.Errorf("frontier: %w", err)
+		}
+	}
+	if added > 0 {
+		if err := f.saveSeq(b); err != nil {
+			return added, err
+		}
+	}
 	return added, nil
+}
+
+// saveSeq stages the queue sequence number, so that keys stay unique across
+// restarts.
+func (f *Frontier) saveSeq(b *pebble.Batch) error {
+	if err := b.Set([]byte("f/n"), binary.BigEndian.AppendUint64(nil, f.seq), nil); err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	return nil
 }
 
 // Requeue stages into b items to visit again: URLs queued and fetched
@@ -322,15 +343,12 @@ func (f *Frontier) Requeue(b *pebble.Batch, items []Item) error {
 		f.seq++
 		key := queueKey(it.Host, it.Depth, f.seq)
 		val := encodeItem(it)
-		if err := errors.Join(
-			b.Set(key, val, nil),
-			b.Set([]byte("f/n"), binary.BigEndian.AppendUint64(nil, f.seq), nil),
-		); err != nil {
+		if err := b.Set(key, val, nil); err != nil {
 			return fmt.Errorf("frontier: %w", err)
 		}
 		f.stagedAdds = append(f.stagedAdds, staged{host: it.Host, key: key, val: val})
 	}
-	return nil
+	return f.saveSeq(b)
 }
 
 // reject gives the trap rule an item breaks, or "".
