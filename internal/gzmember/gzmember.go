@@ -23,6 +23,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math/bits"
+	"slices"
 
 	"github.com/klauspost/compress/gzip"
 )
@@ -99,7 +100,9 @@ func (e *Encoder) Append(dst, src []byte, kind int) ([]byte, error) {
 	e.tokenize(src)
 	l := &e.kinds[kind%Kinds]
 
-	w := bitWriter{buf: append(dst, gzipHeader[:]...)}
+	// Room for the worst case, a stored block, so that the member is
+	// written without growing dst again.
+	w := bitWriter{buf: append(slices.Grow(dst, len(src)+len(gzipHeader)+5+8), gzipHeader[:]...)}
 	fixedBits := e.cost(&fixedCode) + e.extra
 	storedBits := 8 * (len(src) + 5)
 	best, bestBits := &fixedCode, fixedBits

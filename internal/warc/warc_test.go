@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -430,5 +431,21 @@ func BenchmarkWriteGroupCrawl(b *testing.B) {
 		if _, err := w.WriteGroup(recs); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestNewIDForm checks record IDs against RFC 4122's version-4 form.
+func TestNewIDForm(t *testing.T) {
+	form := regexp.MustCompile(`^<urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}>$`)
+	seen := map[string]bool{}
+	for range 1000 {
+		id := newID()
+		if !form.MatchString(id) {
+			t.Fatalf("record ID %q is not a version-4 UUID URN", id)
+		}
+		if seen[id] {
+			t.Fatalf("record ID %q made twice", id)
+		}
+		seen[id] = true
 	}
 }
