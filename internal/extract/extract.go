@@ -134,6 +134,7 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 	z := html.NewTokenizer(r)
 	z.SetMaxBuf(maxTokenBytes)
 	inTitle, inStyle, baseSet := false, false, false
+	var attrs tagAttrs
 	var title strings.Builder
 	var visible simhash.Visible // the SimHash comes from the same pass
 	for n := 0; ; n++ {
@@ -180,15 +181,19 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 			if !hasAttr || !links {
 				continue
 			}
-			attrs := readAttrs(z)
+			attrs.read(z)
 			if tag == atom.Base && !baseSet {
-				if h, ok := attrs["href"]; ok {
+				if h, ok := attrs.get(attrHref); ok {
 					if u, err := urlkey.Canonical(pageURL, strings.TrimSpace(h)); err == nil {
 						c.base, res.Base, baseSet = u, u, true
 					}
 				}
 			}
-			elementLinks(c, tag, string(name), attrs)
+			tagName := tag.String() // static for known tags: no allocation
+			if tag == 0 {
+				tagName = string(name)
+			}
+			elementLinks(c, tag, tagName, &attrs)
 		}
 	}
 	res.Links = c.links
@@ -200,76 +205,113 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 	return res, nil
 }
 
-// readAttrs reads the current tag's attributes we may need (lowercase names, first wins).
-func readAttrs(z *html.Tokenizer) map[string]string {
-	attrs := map[string]string{}
+// The attributes links are read from; each tag's are read into a tagAttrs
+// reused for the whole document (a map per tag cost more than the links).
+const (
+	attrHref = iota
+	attrSrc
+	attrSrcset
+	attrData
+	attrPoster
+	attrBackground
+	attrRel
+	attrContent
+	attrHTTPEquiv
+	attrStyle
+	attrType
+	attrDataSrc
+	numAttrs
+)
+
+var attrNames = [numAttrs]string{"href", "src", "srcset", "data", "poster", "background", "rel", "content", "http-equiv", "style", "type", "data-src"}
+
+// tagAttrs holds the current tag's attributes of interest: lowercase names,
+// the first of a name wins.
+type tagAttrs struct {
+	val [numAttrs]string
+	has [numAttrs]bool
+}
+
+func (a *tagAttrs) read(z *html.Tokenizer) {
+	a.has = [numAttrs]bool{}
 	for {
 		k, v, more := z.TagAttr()
-		key := string(k)
-		switch key {
-		case "href", "src", "srcset", "data", "poster", "background", "rel", "content", "http-equiv", "style", "type", "data-src":
-			if _, dup := attrs[key]; !dup {
-				attrs[key] = string(v)
+		for i, name := range attrNames {
+			if string(k) == name {
+				if !a.has[i] {
+					a.val[i], a.has[i] = string(v), true
+				}
+				break
 			}
 		}
 		if !more {
-			return attrs
+			return
 		}
 	}
 }
 
-func elementLinks(c *collector, tag atom.Atom, name string, a map[string]string) {
-	at := func(attr string, kind Kind) {
-		if v, ok := a[attr]; ok {
-			c.add(v, kind, name+"/@"+attr)
+func (a *tagAttrs) get(i int) (string, bool) { return a.val[i], a.has[i] }
+
+// value is the attribute's value, "" when absent.
+func (a *tagAttrs) value(i int) string {
+	if !a.has[i] {
+		return ""
+	}
+	return a.val[i]
+}
+
+func elementLinks(c *collector, tag atom.Atom, name string, a *tagAttrs) {
+	at := func(attr int, kind Kind) {
+		if v, ok := a.get(attr); ok {
+			c.add(v, kind, name+"/@"+attrNames[attr])
 		}
 	}
 	switch tag {
 	case atom.A, atom.Area:
-		at("href", Link)
+		at(attrHref, Link)
 	case atom.Link:
-		rel := " " + strings.ToLower(a["rel"]) + " "
+		rel := " " + strings.ToLower(a.value(attrRel)) + " "
 		kind := Link
 		for _, r := range []string{" stylesheet ", " icon ", " preload ", " prefetch ", " modulepreload ", " apple-touch-icon ", " manifest "} {
 			if strings.Contains(rel, r) {
 				kind = Embed
 			}
 		}
-		at("href", kind)
+		at(attrHref, kind)
 	case atom.Img:
-		at("src", Embed)
-		at("data-src", Embed)
+		at(attrSrc, Embed)
+		at(attrDataSrc, Embed)
 		srcset(c, a, name)
 	case atom.Source:
-		at("src", Embed)
+		at(attrSrc, Embed)
 		srcset(c, a, name)
 	case atom.Script, atom.Iframe, atom.Frame, atom.Embed, atom.Track:
-		at("src", Embed)
+		at(attrSrc, Embed)
 	case atom.Video, atom.Audio:
-		at("src", Embed)
-		at("poster", Embed)
+		at(attrSrc, Embed)
+		at(attrPoster, Embed)
 	case atom.Object:
-		at("data", Embed)
+		at(attrData, Embed)
 	case atom.Input:
-		if strings.EqualFold(a["type"], "image") {
-			at("src", Embed)
+		if strings.EqualFold(a.value(attrType), "image") {
+			at(attrSrc, Embed)
 		}
 	case atom.Body, atom.Table, atom.Td, atom.Th:
-		at("background", Embed)
+		at(attrBackground, Embed)
 	case atom.Meta:
-		if strings.EqualFold(strings.TrimSpace(a["http-equiv"]), "refresh") {
-			if u := refreshURL(a["content"]); u != "" {
+		if strings.EqualFold(strings.TrimSpace(a.value(attrHTTPEquiv)), "refresh") {
+			if u := refreshURL(a.value(attrContent)); u != "" {
 				c.add(u, Redirect, name+"/@content")
 			}
 		}
 	}
-	if s, ok := a["style"]; ok {
+	if s, ok := a.get(attrStyle); ok {
 		cssLinks(c, []byte(s), name+"/@style")
 	}
 }
 
-func srcset(c *collector, a map[string]string, name string) {
-	if v, ok := a["srcset"]; ok {
+func srcset(c *collector, a *tagAttrs, name string) {
+	if v, ok := a.get(attrSrcset); ok {
 		for _, u := range Srcset(v) {
 			c.add(u, Embed, name+"/@srcset")
 		}
