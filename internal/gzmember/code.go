@@ -53,19 +53,13 @@ var fixedCode = func() (c code) {
 	return c
 }()
 
-// build makes c the code for these symbol counts, giving every symbol a
-// code so that any input can be written in it, and encodes its header.
+// build makes c the code for these symbol counts and encodes its header.
+// Symbols never seen get no code, which keeps the header short (a member's
+// header is a good part of a small member); an input that has one of them
+// is written in another code.
 func (c *code) build(litFreq, distFreq []uint64) {
-	var lf [numLit]uint64
-	for s := range lf {
-		lf[s] = litFreq[s] + 1
-	}
-	var df [numDist]uint64
-	for d := range df {
-		df[d] = distFreq[d] + 1
-	}
-	limitedLengths(lf[:], maxCodeBits, c.litLen[:])
-	limitedLengths(df[:], maxCodeBits, c.distLen[:])
+	limitedLengths(litFreq, maxCodeBits, c.litLen[:])
+	limitedLengths(distFreq, maxCodeBits, c.distLen[:])
 	assignCodes(c.litLen[:], c.litCode[:])
 	assignCodes(c.distLen[:], c.distCode[:])
 	c.encodeHeader()

@@ -11,8 +11,9 @@
 // kind it compressed before and rebuilt every so often, and writes that
 // code into each member's block header. Every member is still a complete RFC 1951/1952 stream that any
 // gzip reader decodes on its own: only the encoder's choice of code is
-// shared. Per member it takes the cheapest of the learnt code, deflate's
-// fixed code, and storing the bytes uncompressed.
+// shared. Per member it takes the cheapest of the learnt code (when it has
+// a code for every symbol the member needs), deflate's fixed code, and
+// storing the bytes uncompressed.
 //
 // Inputs above SmallMax go to klauspost/compress, for which building a code
 // per block is then a small part of the work and pays for itself.
@@ -103,12 +104,12 @@ func (e *Encoder) Append(dst, src []byte, kind int) ([]byte, error) {
 	// Room for the worst case, a stored block, so that the member is
 	// written without growing dst again.
 	w := bitWriter{buf: append(slices.Grow(dst, len(src)+len(gzipHeader)+5+8), gzipHeader[:]...)}
-	fixedBits := e.cost(&fixedCode) + e.extra
+	fixedBits, _ := e.cost(&fixedCode) // the fixed code has every symbol
 	storedBits := 8 * (len(src) + 5)
-	best, bestBits := &fixedCode, fixedBits
+	best, bestBits := &fixedCode, fixedBits+e.extra
 	if l.built {
-		if b := l.code.headerBits + e.cost(&l.code) + e.extra; b < bestBits {
-			best, bestBits = &l.code, b
+		if b, ok := e.cost(&l.code); ok && l.code.headerBits+b+e.extra < bestBits {
+			best, bestBits = &l.code, l.code.headerBits+b+e.extra
 		}
 	}
 	switch {
@@ -240,16 +241,21 @@ func (e *Encoder) match(length, distance int) {
 }
 
 // cost is the bits of the current input's symbols in c, extra bits and
-// header aside.
-func (e *Encoder) cost(c *code) int {
-	n := 0
+// header aside, or ok false if c has no code for one of them.
+func (e *Encoder) cost(c *code) (n int, ok bool) {
 	for s, f := range e.lit {
+		if f > 0 && c.litLen[s] == 0 {
+			return 0, false
+		}
 		n += int(f) * int(c.litLen[s])
 	}
 	for d, f := range e.dist {
+		if f > 0 && c.distLen[d] == 0 {
+			return 0, false
+		}
 		n += int(f) * int(c.distLen[d])
 	}
-	return n
+	return n, true
 }
 
 // learn adds the current input's counts to those l's next code is built

@@ -115,6 +115,16 @@ func TestBlockChoice(t *testing.T) {
 	if bt := blockType(last); bt != 2 {
 		t.Errorf("a record after 100 others went into block type %d, want the learnt code (2)", bt)
 	}
+	// A byte the records never had has no code in the learnt code: the
+	// member needs another.
+	odd := append(record(r, 101, 3000), 0xfe, 0xfe, 0xfe)
+	m, _ = e.Append(nil, odd, 0)
+	if bt := blockType(m); bt == 2 {
+		t.Errorf("a record with a byte the code lacks went into the learnt code")
+	}
+	if out := decodeOne(t, m); !bytes.Equal(out, odd) {
+		t.Errorf("a record with a byte the code lacks: decoded %d bytes, not the input", len(out))
+	}
 }
 
 // TestCompressionRatio compares the members' total size with klauspost's
