@@ -195,8 +195,9 @@ func (e *Encoder) tokenize(src []byte) {
 		e.literals(src[pending:i])
 		l := matchLen(src[cand:], src[i:min(n, i+maxMatch)])
 		e.match(l, i-cand)
-		// Let the bytes just matched be found again.
-		for j := i + 1; j < i+l && j+minMatch <= n; j += 2 {
+		// Let the bytes just matched be found again; in a long match only
+		// its end, which what follows most likely continues.
+		for j := max(i+1, i+l-16); j < i+l && j+minMatch <= n; j += 2 {
 			e.table[hash4(binary.LittleEndian.Uint32(src[j:]))] = int32(j) + base
 		}
 		i += l
