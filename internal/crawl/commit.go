@@ -172,6 +172,9 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			}
 		}
 	}
+	// The links just staged may be fetched while this batch is written and
+	// synced: their results commit after it.
+	c.front.Publish()
 	ends := map[string]int64{}
 	var stored int64
 	var newPayloads []index.Capture

@@ -129,8 +129,9 @@ type Frontier struct {
 }
 
 type staged struct {
-	host     string
-	key, val []byte
+	host      string
+	key, val  []byte
+	published bool // available to Next already (Publish)
 }
 
 // Open loads the frontier from db: queue heads, per-host counts and the seen
@@ -439,6 +440,43 @@ func (f *Frontier) Forward(b *pebble.Batch, l Lease) error {
 	return f.Done(b, l)
 }
 
+// Publish makes URLs staged so far available to Next before their batch is
+// durable, so that a link found on a page can be fetched while the page is
+// still being written: the committer's fsyncs need not hold up a host whose
+// next URL only that page names. It is safe because the committer is
+// serial: a lease's result is committed after the batch that queued its
+// URL, so a crash before that batch is durable loses the lease along with
+// the URL. Only URLs that fit in their host's head without pushing an entry
+// out are published (a refill, which reads the disk, could not find one
+// pushed out before it is there); the rest wait for Committed.
+func (f *Frontier) Publish() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.stagedAdds {
+		s := &f.stagedAdds[i]
+		if !s.published && f.host(s.host).fits(s.key) {
+			f.addStaged(*s)
+			s.published = true
+		}
+	}
+	f.cond.Broadcast()
+}
+
+// fits reports whether key would go into h's head without pushing an entry
+// out of it or staying on disk.
+func (h *host) fits(key []byte) bool {
+	n := len(h.head)
+	return n < headSize && (!h.diskMore || n > 0 && bytes.Compare(key, h.head[n-1]) < 0)
+}
+
+func (f *Frontier) addStaged(s staged) {
+	h := f.host(s.host)
+	h.queued++
+	f.stats.Queued++
+	h.insertHead(s.key, s.val)
+	f.consider(h)
+}
+
 // Committed tells the frontier that the batch holding its staged Adds and
 // Dones is durable: new URLs become available to Next.
 func (f *Frontier) Committed() {
@@ -451,11 +489,9 @@ func (f *Frontier) Committed() {
 		f.stats.Queued--
 	}
 	for _, s := range f.stagedAdds {
-		h := f.host(s.host)
-		h.queued++
-		f.stats.Queued++
-		h.insertHead(s.key, s.val)
-		f.consider(h)
+		if !s.published {
+			f.addStaged(s)
+		}
 	}
 	f.stagedAdds, f.stagedDones = f.stagedAdds[:0], f.stagedDones[:0]
 	f.cond.Broadcast()

@@ -286,11 +286,15 @@ func rss(b *testing.B) int64 {
 }
 
 // TestQueueOrderUnderChurn adds, leases and finishes URLs of one host in a
-// random interleaving, many more than fit in the host's RAM head, and
-// checks every lease against a model: each is the host's first URL in
-// breadth-first order among those not yet leased, and each URL is leased
-// exactly once. It covers the refill cursor: entries that a later, shallower
-// add pushes out of the head must still be found on disk.
+// random interleaving, as the crawler's committer does: one batch at a
+// time, the URLs it queues published (Publish) before the batch commits or
+// not, and a lease finished only in a batch after the one current when it
+// was leased. There are many more URLs than fit in the host's RAM head.
+// Each lease is checked against a model: it is a URL queued and not leased
+// before, never after a committed URL that comes first in breadth-first
+// order; and after the last commit the rest come in that order exactly. It
+// covers the refill cursor (entries a shallower add pushes out of the head
+// must still be found on disk) and publication before commit.
 func TestQueueOrderUnderChurn(t *testing.T) {
 	db := openDB(t, t.TempDir())
 	defer db.Close()
@@ -300,28 +304,45 @@ func TestQueueOrderUnderChurn(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	type entry struct{ depth, n int }
-	queued := map[string]entry{} // added, not leased
-	var leases []Lease
-	n := 0
-	first := func() string {
-		best, bestURL := entry{1 << 30, 0}, ""
-		for u, e := range queued {
-			if e.depth < best.depth || e.depth == best.depth && e.n < best.n {
-				best, bestURL = e, u
-			}
+	before := func(a, b entry) bool { return a.depth < b.depth || a.depth == b.depth && a.n < b.n }
+	committed := map[string]entry{} // queued in a committed batch, not leased
+	staged := map[string]entry{}    // queued in the open batch, not leased
+	type leaseAt struct {
+		l     Lease
+		batch int
+	}
+	var leases []leaseAt
+	b, batch, n := db.NewIndexedBatch(), 0, 0
+	commit := func() {
+		if err := b.Commit(pebble.NoSync); err != nil {
+			t.Fatal(err)
 		}
-		return bestURL
+		f.Committed()
+		b, batch = db.NewIndexedBatch(), batch+1
+		for u, e := range staged {
+			committed[u] = e
+		}
+		clear(staged)
 	}
 	lease := func() {
 		l := next(t, f)
 		f.Release(l)
-		if want := first(); l.URL != want {
-			t.Fatalf("after %d URLs: leased %s, want %s", n, l.URL, want)
+		e, ok := committed[l.URL]
+		if ok {
+			delete(committed, l.URL)
+		} else if e, ok = staged[l.URL]; ok {
+			delete(staged, l.URL)
+		} else {
+			t.Fatalf("after %d URLs: leased %s, which is not queued (or leased before)", n, l.URL)
 		}
-		delete(queued, l.URL)
-		leases = append(leases, l)
+		for u, c := range committed {
+			if before(c, e) {
+				t.Fatalf("after %d URLs: leased %s before %s, which comes first", n, l.URL, u)
+			}
+		}
+		leases = append(leases, leaseAt{l, batch})
 	}
-	for range 6000 {
+	for range 8000 {
 		switch x := r.IntN(20); {
 		case x < 5:
 			var items []Item
@@ -329,27 +350,41 @@ func TestQueueOrderUnderChurn(t *testing.T) {
 				n++
 				it := item("h", "/p"+strconv.Itoa(n), r.IntN(4))
 				items = append(items, it)
-				queued[it.URL] = entry{it.Depth, n}
+				staged[it.URL] = entry{it.Depth, n}
 			}
-			add(t, db, f, items...)
-		case x < 14:
-			if len(queued) > 0 {
+			if _, err := f.Add(b, items); err != nil {
+				t.Fatal(err)
+			}
+			if r.IntN(2) == 0 {
+				f.Publish()
+			}
+		case x < 13:
+			if len(committed) > 0 {
 				lease()
 			}
-		default:
-			if len(leases) > 0 {
-				i := r.IntN(len(leases))
-				done(t, db, f, leases[i])
+		case x < 17:
+			// A lease's result commits after the batch open when it was leased.
+			if i := slices.IndexFunc(leases, func(l leaseAt) bool { return l.batch < batch }); i >= 0 {
+				if err := f.Done(b, leases[i].l); err != nil {
+					t.Fatal(err)
+				}
 				leases = slices.Delete(leases, i, i+1)
 			}
+		default:
+			commit()
 		}
 	}
-	for len(queued) > 0 {
+	commit()
+	for len(committed) > 0 {
 		lease()
 	}
+	commit()
 	for _, l := range leases {
-		done(t, db, f, l)
+		if err := f.Done(b, l.l); err != nil {
+			t.Fatal(err)
+		}
 	}
+	commit()
 	if _, err := f.Next(context.Background()); !errors.Is(err, ErrEmpty) {
 		t.Fatalf("after %d URLs, all done: %v, want ErrEmpty", n, err)
 	}
