@@ -12,7 +12,6 @@ import (
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
-	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
@@ -281,11 +280,8 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 // The response or revisit record comes first.
 func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]index.Capture) (index.Capture, []*warc.Record, error) {
 	resp := r.resp
-	key, err := urlkey.SURT(resp.URL)
-	if err != nil {
-		return index.Capture{}, nil, fmt.Errorf("crawl: surt %s: %w", resp.URL, err)
-	}
 	rec := r.record
+	var err error
 	digest := rec.Header.Get("WARC-Payload-Digest")
 	capType := warc.TypeResponse
 	mime := mediaType(resp.Header, nil)
@@ -312,6 +308,9 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 		}
 		rec = warc.NewRevisit(resp.URL, resp.Start, rv.profile, resp.Raw[:end], rv.digest,
 			warc.RefersTo{ID: rv.ref.RecordID, URI: rv.ref.URL, Date: rv.ref.Time})
+		// The request and metadata records name the response record the
+		// worker made; the revisit, written instead, takes its ID.
+		rec.Header.Set("WARC-Record-ID", r.record.ID())
 		capType, digest = warc.TypeRevisit, rv.digest
 		if mime == "" {
 			mime = rv.mime
@@ -331,19 +330,9 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 	if resp.Truncated != "" {
 		rec.Header.Set("WARC-Truncated", resp.Truncated)
 	}
-	req := warc.NewRequest(resp.URL, resp.Start, resp.RawRequest)
-	req.Header.Set("WARC-Concurrent-To", rec.ID())
-	if resp.IP != "" {
-		req.Header.Set("WARC-IP-Address", resp.IP)
-	}
-	recs := []*warc.Record{rec, req}
-	if len(r.outlinks) > 0 {
-		meta := warc.NewMetadata(resp.URL, resp.Start, outlinkFields(r.outlinks))
-		meta.Header.Set("WARC-Concurrent-To", rec.ID())
-		recs = append(recs, meta)
-	}
+	recs := append([]*warc.Record{rec}, r.companions...)
 	cp := index.Capture{
-		URLKey:   key,
+		URLKey:   r.urlKey,
 		Time:     resp.Start,
 		URL:      resp.URL,
 		Type:     capType,

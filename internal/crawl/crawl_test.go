@@ -111,9 +111,10 @@ func eachRecord(t *testing.T, data string, fn func(rec *warc.Record, l warc.Loca
 	}
 }
 
-// verifyWARCs checks that every segment reads cleanly end to end and that
-// every index entry points at a record of the right URL and type whose
-// digest verifies.
+// verifyWARCs checks that every segment reads cleanly end to end, that
+// every index entry points at a record of the right URL, type and record
+// ID whose digest verifies, and that every record concurrent to another
+// (a capture's request and metadata records) names one that was written.
 func verifyWARCs(t *testing.T, data string, caps map[string][]index.Capture) (records map[string]int) {
 	t.Helper()
 	dir := filepath.Join(data, "warc")
@@ -122,15 +123,28 @@ func verifyWARCs(t *testing.T, data string, caps map[string][]index.Capture) (re
 		t.Fatal("no WARC segments")
 	}
 	records = map[string]int{}
-	eachRecord(t, data, func(rec *warc.Record, _ warc.Location, _ bool) { records[rec.Type()]++ })
+	ids := map[string]bool{}
+	var concurrent []string
+	eachRecord(t, data, func(rec *warc.Record, _ warc.Location, _ bool) {
+		records[rec.Type()]++
+		ids[rec.ID()] = true
+		if to := rec.Header.Get("WARC-Concurrent-To"); to != "" {
+			concurrent = append(concurrent, to)
+		}
+	})
+	for _, to := range concurrent {
+		if !ids[to] {
+			t.Fatalf("a record is concurrent to %s, which no segment holds", to)
+		}
+	}
 	for u, cs := range caps {
 		for _, c := range cs {
 			rec, err := warc.ReadAt(dir, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
 			if err != nil {
 				t.Fatalf("index entry for %s: %v", u, err)
 			}
-			if rec.TargetURI() != u || rec.Type() != c.Type {
-				t.Fatalf("index entry for %s points at %s record of %s", u, rec.Type(), rec.TargetURI())
+			if rec.TargetURI() != u || rec.Type() != c.Type || rec.ID() != c.RecordID {
+				t.Fatalf("index entry for %s (%s) points at %s record %s of %s", u, c.RecordID, rec.Type(), rec.ID(), rec.TargetURI())
 			}
 		}
 	}

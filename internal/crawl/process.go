@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net/http"
 	"slices"
@@ -28,6 +29,8 @@ type result struct {
 	hasLease   bool // false for robots.txt captures, which have no queue entry
 	resp       *fetch.Response
 	record     *warc.Record              // resp's response record, digests computed by the worker
+	urlKey     string                    // resp's SURT key
+	companions []*warc.Record            // its request record, and metadata record when there are outlinks (concurrent to record)
 	outlinks   []extract.Outlink         // everything found, for the metadata record
 	queue      []frontier.Item           // the in-scope subset to add to the frontier
 	outcome    string                    // why there is no capture: "robots", "error", "forbidden", "forward"
@@ -108,11 +111,26 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 }
 
 // process turns a visit's response into the result to commit: its WARC
-// record, or a revisit of prev when nothing changed, and the links to queue.
-// It runs after the lease is released, so that a host's next request need
+// records, and the links to queue. It runs after the lease is released, so that a host's next request need
 // not wait for this one's processing.
 func (c *Crawler) process(ctx context.Context, r result, resp *fetch.Response, prev *recrawl.Entry) result {
 	log := c.cfg.Logger.With("url", r.lease.URL)
+	r = c.examine(ctx, r, resp, prev, log)
+	if r.resp != nil {
+		// The capture's other records are built here, in parallel, not
+		// by the committer.
+		if err := r.prepare(); err != nil {
+			log.Warn("unarchivable response", "err", err)
+			c.stats.errors.Add(1)
+			return result{lease: r.lease, hasLease: true, outcome: "error"}
+		}
+	}
+	return r
+}
+
+// examine makes the result of a response: its WARC record, or a revisit of
+// prev when nothing changed, and the links to queue.
+func (c *Crawler) examine(ctx context.Context, r result, resp *fetch.Response, prev *recrawl.Entry, log *slog.Logger) result {
 	var err error
 	if r.record, err = warc.NewResponse(resp.URL, resp.Start, resp.Raw); err != nil {
 		log.Warn("unarchivable response", "err", err)
@@ -141,6 +159,31 @@ func (c *Crawler) process(ctx context.Context, r result, resp *fetch.Response, p
 		r.queue = slices.DeleteFunc(r.queue, func(it frontier.Item) bool { return prev.HasLink(recrawl.LinkHash(it.URL)) })
 	}
 	return r
+}
+
+// prepare computes what the committer needs of a result with a response
+// and can be known before it: the SURT key, and the request and metadata
+// records, concurrent to r.record (a revisit the committer makes instead
+// takes r.record's ID).
+func (r *result) prepare() error {
+	resp := r.resp
+	key, err := urlkey.SURT(resp.URL)
+	if err != nil {
+		return fmt.Errorf("surt: %w", err)
+	}
+	r.urlKey = key
+	req := warc.NewRequest(resp.URL, resp.Start, resp.RawRequest)
+	req.Header.Set("WARC-Concurrent-To", r.record.ID())
+	if resp.IP != "" {
+		req.Header.Set("WARC-IP-Address", resp.IP)
+	}
+	r.companions = []*warc.Record{req}
+	if len(r.outlinks) > 0 {
+		meta := warc.NewMetadata(resp.URL, resp.Start, outlinkFields(r.outlinks))
+		meta.Header.Set("WARC-Concurrent-To", r.record.ID())
+		r.companions = append(r.companions, meta)
+	}
+	return nil
 }
 
 // dedupWait bounds how long a worker waits for the network's content-seen
@@ -278,9 +321,13 @@ func (c *Crawler) fetchRobots(ctx context.Context, robotsURL string) (int, []byt
 		if err != nil {
 			return 0, nil, err
 		}
+		r := result{resp: resp, record: rec}
+		if err := r.prepare(); err != nil {
+			return 0, nil, err
+		}
 		c.pending.Add(1)
 		select {
-		case c.results <- result{resp: resp, record: rec}:
+		case c.results <- r:
 		case <-ctx.Done():
 			c.pending.Add(-1)
 			return 0, nil, ctx.Err()
