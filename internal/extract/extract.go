@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
@@ -125,10 +126,7 @@ func SimHash(body []byte, contentType string) uint64 {
 
 func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) (Result, error) {
 	lim = lim.withDefaults()
-	r, err := charset.NewReader(bytes.NewReader(body), contentType)
-	if err != nil {
-		r = bytes.NewReader(body) // unknown charset: read as UTF-8, tolerating bad bytes
-	}
+	r := htmlReader(body, contentType)
 	c := &collector{base: pageURL, seen: map[string]bool{}, max: lim.MaxLinks}
 	res := Result{Base: pageURL}
 	z := html.NewTokenizer(r)
@@ -203,6 +201,21 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 		res.Truncated = true
 	}
 	return res, nil
+}
+
+// htmlReader reads body as UTF-8, decoding it from the charset the
+// Content-Type, a BOM or a <meta charset> names, as browsers do. A body
+// that is UTF-8 and valid is read as it is: decoding would copy it
+// unchanged.
+func htmlReader(body []byte, contentType string) io.Reader {
+	if _, name, _ := charset.DetermineEncoding(body[:min(len(body), 1024)], contentType); name == "utf-8" && utf8.Valid(body) {
+		return bytes.NewReader(body)
+	}
+	r, err := charset.NewReader(bytes.NewReader(body), contentType)
+	if err != nil {
+		return bytes.NewReader(body) // unknown charset: read as UTF-8, tolerating bad bytes
+	}
+	return r
 }
 
 // The attributes links are read from; each tag's are read into a tagAttrs

@@ -3,9 +3,12 @@ package extract
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"golang.org/x/net/html/charset"
 
 	"github.com/waggle-archive/waggle/internal/simhash"
 	"github.com/waggle-archive/waggle/internal/urlkey"
@@ -240,4 +243,28 @@ func TestHTMLSimHash(t *testing.T) {
 			t.Errorf("%.40q: SimHash %016x without links, %016x with them", page, alone, res.SimHash)
 		}
 	}
+}
+
+// FuzzHTMLReader: reading a valid UTF-8 body as it is gives what decoding
+// it through its charset gives.
+func FuzzHTMLReader(f *testing.F) {
+	f.Add([]byte("<p>caf\xc3\xa9</p>"), "text/html; charset=utf-8")
+	f.Add([]byte("\xef\xbb\xbf<p>bom</p>"), "text/html")
+	f.Add([]byte("<meta charset=latin1><p>caf\xe9</p>"), "text/html")
+	f.Add([]byte("<p>\xff\xfe</p>"), "")
+	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
+		fast, err := io.ReadAll(htmlReader(body, contentType))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []byte
+		if r, err := charset.NewReader(bytes.NewReader(body), contentType); err != nil {
+			want = body
+		} else if want, err = io.ReadAll(r); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fast, want) {
+			t.Fatalf("read %q, decoding gives %q", fast, want)
+		}
+	})
 }
