@@ -344,20 +344,32 @@ func (w *bitWriter) align() {
 	w.acc = 0
 }
 
-// tokens writes ts and the end of the block in code c.
+// tokens writes ts and the end of the block in code c. The accumulator is
+// kept in locals: the loop is the encoder's hottest.
 func (w *bitWriter) tokens(ts []token, c *code) {
+	acc, n, buf := w.acc, w.n, w.buf
+	put := func(v uint64, nb uint) {
+		acc |= v << n
+		n += nb
+		if n >= 32 {
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(acc))
+			acc >>= 32
+			n -= 32
+		}
+	}
 	for _, t := range ts {
 		if t&matchFlag == 0 {
-			w.bits(uint64(c.litCode[t]), uint(c.litLen[t]))
+			put(uint64(c.litCode[t]), uint(c.litLen[t]))
 			continue
 		}
 		l := uint32(t>>15) & 0xff
 		d := uint32(t) & 0x7fff
 		lc := lengthCode[l]
 		s := 257 + int(lc)
-		w.bits(uint64(c.litCode[s])|uint64(l+3-uint32(lengthBase[lc]))<<c.litLen[s], uint(c.litLen[s])+uint(lengthExtra[lc]))
+		put(uint64(c.litCode[s])|uint64(l+3-uint32(lengthBase[lc]))<<c.litLen[s], uint(c.litLen[s])+uint(lengthExtra[lc]))
 		dc := distCode(d)
-		w.bits(uint64(c.distCode[dc])|uint64(d+1-distBase[dc])<<c.distLen[dc], uint(c.distLen[dc])+uint(distExtra[dc]))
+		put(uint64(c.distCode[dc])|uint64(d+1-distBase[dc])<<c.distLen[dc], uint(c.distLen[dc])+uint(distExtra[dc]))
 	}
-	w.bits(uint64(c.litCode[eob]), uint(c.litLen[eob]))
+	put(uint64(c.litCode[eob]), uint(c.litLen[eob]))
+	w.acc, w.n, w.buf = acc, n, buf
 }
