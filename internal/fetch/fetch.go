@@ -17,6 +17,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -92,6 +93,7 @@ type Fetcher struct {
 	mu     sync.Mutex
 	idle   map[string][]*conn
 	h2     map[string]*http2.ClientConn
+	gzips  sync.Pool // *gzip.Reader: each holds a 32 KiB window, worth reusing
 }
 
 type conn struct {
@@ -503,7 +505,7 @@ func (f *Fetcher) roundTripH2(ctx context.Context, cc *http2.ClientConn, u *url.
 
 // decode content-decodes resp.Body for extraction, within MaxDecodedSize.
 func (f *Fetcher) decode(resp *Response) {
-	out, err := DecodeContent(resp.Body, resp.Header.Get("Content-Encoding"), f.cfg.MaxDecodedSize)
+	out, err := decodeContent(resp.Body, resp.Header.Get("Content-Encoding"), f.cfg.MaxDecodedSize, &f.gzips)
 	// A cut-off body fails to decode at its end; that is not news, but a
 	// decoded size past the cap always is.
 	if err != nil && (resp.Truncated == "" || errors.Is(err, ErrDecodedTooLarge)) {
@@ -524,6 +526,12 @@ var ErrDecodedTooLarge = errors.New("decoded body too large")
 // returns what it decoded with an error; a coding it does not know leaves
 // body as it is.
 func DecodeContent(body []byte, ce string, max int64) ([]byte, error) {
+	return decodeContent(body, ce, max, nil)
+}
+
+// decodeContent is DecodeContent taking gzip readers from gzips, and
+// putting them back, when it is not nil.
+func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool) ([]byte, error) {
 	ce = strings.ToLower(strings.TrimSpace(ce))
 	if ce == "" || ce == "identity" || len(body) == 0 {
 		return body, nil
@@ -534,7 +542,19 @@ func DecodeContent(body []byte, ce string, max int64) ([]byte, error) {
 		var err error
 		switch strings.TrimSpace(codings[i]) {
 		case "gzip", "x-gzip":
-			r, err = gzip.NewReader(r)
+			var zr *gzip.Reader
+			if gzips != nil {
+				zr, _ = gzips.Get().(*gzip.Reader)
+			}
+			if zr != nil {
+				err = zr.Reset(r)
+			} else {
+				zr, err = gzip.NewReader(r)
+			}
+			if gzips != nil && zr != nil {
+				defer gzips.Put(zr)
+			}
+			r = zr
 		case "br":
 			r = brotli.NewReader(r)
 		case "deflate":
@@ -555,6 +575,13 @@ func DecodeContent(body []byte, ce string, max int64) ([]byte, error) {
 		}
 	}
 	var out bytes.Buffer
+	if ce == "gzip" && len(body) >= 18 {
+		// A gzip stream ends with its decoded size (mod 2^32): room for it
+		// at once, bounded by the cap and by a ratio a hostile trailer
+		// cannot push past.
+		size := int64(binary.LittleEndian.Uint32(body[len(body)-4:]))
+		out.Grow(int(min(size, max, 64*int64(len(body)))) + 1)
+	}
 	n, err := io.Copy(&out, io.LimitReader(r, max+1))
 	switch {
 	case n > max:

@@ -386,3 +386,45 @@ func BenchmarkFetch(b *testing.B) {
 		})
 	})
 }
+
+// TestDecodeReusesReaders decodes gzip bodies one after another through
+// one pool of readers — whole, cut short, with a lying size trailer, and
+// bombs — and checks each result and error against a decoding with fresh
+// readers: a reused reader carries nothing over.
+func TestDecodeReusesReaders(t *testing.T) {
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	var bodies [][]byte
+	for i := range 40 {
+		page := bytes.Repeat([]byte(fmt.Sprintf("<p>page %d</p>\n", i)), 10+i*37)
+		whole := gz(page)
+		bodies = append(bodies, whole)
+		switch i % 4 {
+		case 1:
+			bodies = append(bodies, whole[:len(whole)/2]) // cut short
+		case 2:
+			lying := bytes.Clone(whole)
+			copy(lying[len(lying)-4:], []byte{0xff, 0xff, 0xff, 0x7f}) // claims 2 GiB
+			bodies = append(bodies, lying)
+		case 3:
+			bodies = append(bodies, gz(make([]byte, 1<<20))) // decodes past the cap below
+		}
+	}
+	var pool sync.Pool
+	const max = 256 << 10
+	for i, b := range bodies {
+		got, gotErr := decodeContent(b, "gzip", max, &pool)
+		want, wantErr := DecodeContent(b, "gzip", max)
+		if !bytes.Equal(got, want) || (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("body %d: pooled decoding gave %d bytes (%v), fresh %d bytes (%v)", i, len(got), gotErr, len(want), wantErr)
+		}
+		if len(got) > max {
+			t.Fatalf("body %d: %d bytes decoded, cap %d", i, len(got), max)
+		}
+	}
+}

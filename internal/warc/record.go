@@ -148,7 +148,9 @@ func HTTPPayload(raw []byte) (payload []byte, truncated bool, err error) {
 	if end < 0 {
 		return nil, true, nil // headers cut off: no payload
 	}
-	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(raw[:end])))
+	// A buffer the size of the headers, not bufio's 4 KiB: this runs for
+	// every response.
+	tp := textproto.NewReader(bufio.NewReaderSize(bytes.NewReader(raw[:end]), end))
 	if _, err := tp.ReadLine(); err != nil {
 		return nil, false, fmt.Errorf("http status line: %w", err)
 	}
