@@ -368,6 +368,7 @@ func connectTunnel(ctx context.Context, nc net.Conn, hostport string, timeout ti
 // request-target actually sent (absolute-form for a proxy).
 func (f *Fetcher) requestBytes(u *url.URL, target string, h http.Header) []byte {
 	var b bytes.Buffer
+	b.Grow(256 + len(target) + len(f.cfg.UserAgent))
 	b.WriteString("GET " + target + " HTTP/1.1\r\n")
 	b.WriteString("Host: " + u.Host + "\r\n")
 	b.WriteString("User-Agent: " + f.cfg.UserAgent + "\r\n")

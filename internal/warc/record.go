@@ -47,6 +47,7 @@ func newID() string {
 // newRecord fills the fields every record has.
 func newRecord(typ, uri string, date time.Time, contentType string, block []byte) *Record {
 	r := &Record{Block: block}
+	r.Header.fields = make([]Field, 0, 12) // a crawled record's fields, without growing
 	r.Header.Set("WARC-Type", typ)
 	r.Header.Set("WARC-Record-ID", newID())
 	r.Header.Set("WARC-Date", FormatDate(date))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +44,7 @@ type Writer struct {
 	infoSize int64     // size of the segment's warcinfo member
 	rolled   bool      // a segment was created since the last Sync: the directory needs one too
 	encoders sync.Pool // *gzmember.Encoder: each has learnt a Huffman code from the records before, worth keeping
+	buf      []byte    // the bytes of the last group written
 }
 
 // NewWriter starts a new segment in dir. It never appends to an existing
@@ -225,9 +227,13 @@ func (w *Writer) WriteMembers(members [][]byte) ([]Location, error) {
 	return w.append(members, total)
 }
 
+// maxKeptBuffer bounds the group buffer a Writer keeps between groups: a
+// group of large payloads is not held in memory after it is written.
+const maxKeptBuffer = 8 << 20
+
 // append writes members, total bytes, at the end of the segment.
 func (w *Writer) append(members [][]byte, total int) ([]Location, error) {
-	buf := make([]byte, 0, total)
+	buf := slices.Grow(w.buf[:0], total) // reused: a group is written with one call
 	locs := make([]Location, len(members))
 	off := w.size
 	for i, m := range members {
@@ -236,6 +242,9 @@ func (w *Writer) append(members [][]byte, total int) ([]Location, error) {
 		buf = append(buf, m...)
 	}
 	n, err := w.f.Write(buf)
+	if cap(buf) <= maxKeptBuffer {
+		w.buf = buf
+	}
 	w.size += int64(n)
 	if err != nil {
 		return nil, fmt.Errorf("warc: write %s: %w", w.name, err)
