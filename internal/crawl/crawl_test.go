@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -358,5 +360,20 @@ func TestDigestFilterReloaded(t *testing.T) {
 	}
 	if absent < 950 {
 		t.Errorf("only %d of 1000 made-up digests are absent from the filter", absent)
+	}
+}
+
+// TestMediaType: the media type is mime.ParseMediaType's when it parses,
+// and the part before parameters otherwise.
+func TestMediaType(t *testing.T) {
+	for _, ct := range []string{"text/html", "Text/HTML; charset=UTF-8", " text/css ;charset=x", "text/html; charset=a; charset=b",
+		"text/html; =bad", "application/xhtml+xml;", "image/png ", "garbage", "a/b/c; x=1", "text/html;charset=\"utf-8\""} {
+		want, _, err := mime.ParseMediaType(ct)
+		if err != nil {
+			want = strings.ToLower(strings.TrimSpace(strings.Split(ct, ";")[0]))
+		}
+		if got := mediaType(http.Header{"Content-Type": {ct}}, nil); got != want {
+			t.Errorf("mediaType(%q) = %q, want %q", ct, got, want)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -299,11 +298,11 @@ func mediaType(h http.Header, body []byte) string {
 	if ct == "" && body != nil {
 		ct = http.DetectContentType(body)
 	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return strings.ToLower(strings.TrimSpace(strings.Split(ct, ";")[0]))
-	}
-	return mt
+	// What mime.ParseMediaType would give, valid parameters or not, without
+	// parsing (and allocating) the parameters: this runs several times per
+	// response.
+	base, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(base))
 }
 
 // fetchRobots is the robots.Cache's way to fetch a robots.txt: through the
