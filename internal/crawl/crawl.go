@@ -337,12 +337,14 @@ func (c *Crawler) work(ctx context.Context) {
 			continue
 		}
 		r, resp, prev := c.visit(ctx, lease)
-		// The request is over: the host's next one may start while this
-		// response is processed.
-		c.front.Release(lease)
 		if resp != nil {
 			r = c.process(ctx, r, resp, prev)
 		}
+		// The host's next URL is leased only after this one's links are
+		// found: one host's pages are discovered in the same order however
+		// the workers are scheduled, so a host cut by a limit (a trap) is
+		// cut at the same URLs on a single node and in a network.
+		c.front.Release(lease)
 		if r.resp == nil {
 			c.budget.Add(1) // nothing archived: the slot goes back
 		}

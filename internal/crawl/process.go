@@ -110,8 +110,7 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 }
 
 // process turns a visit's response into the result to commit: its WARC
-// records, and the links to queue. It runs after the lease is released, so that a host's next request need
-// not wait for this one's processing.
+// records, and the links to queue.
 func (c *Crawler) process(ctx context.Context, r result, resp *fetch.Response, prev *recrawl.Entry) result {
 	log := c.cfg.Logger.With("url", r.lease.URL)
 	r = c.examine(ctx, r, resp, prev, log)
@@ -202,8 +201,8 @@ func (c *Crawler) seenElsewhere(ctx context.Context, digest string, resp *fetch.
 		rv.ref = recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}
 		return rv
 	}
-	// An owner slow to answer costs a stored duplicate, not a stalled
-	// worker.
+	// A worker holds its host's connection slot meanwhile: an owner slow to
+	// answer costs a stored duplicate, not a stalled crawl.
 	ctx, cancel := context.WithTimeout(ctx, dedupWait)
 	defer cancel()
 	ref, ok, err := c.cfg.Dedup.Lookup(ctx, digest)
