@@ -43,6 +43,7 @@ type Crawler struct {
 	robots   *robots.Cache
 	warcDir  string
 	scope    atomic.Pointer[scope] // replaced whole when seeds are added
+	turns    hostTurns             // each host's results reach the committer in lease order
 	seedMu   sync.Mutex            // serializes seed additions
 	seeds    []string              // every seed of this data directory
 	ownDB    bool                  // db was opened by Open, and is closed by Close
@@ -336,19 +337,22 @@ func (c *Crawler) work(ctx context.Context) {
 			c.results <- result{lease: lease, hasLease: true, outcome: "forward", forward: owner}
 			continue
 		}
+		before, done := c.turns.take(lease.Host)
 		r, resp, prev := c.visit(ctx, lease)
+		// The request is over: the host's next one may start while this
+		// response is processed.
+		c.front.Release(lease)
 		if resp != nil {
 			r = c.process(ctx, r, resp, prev)
 		}
-		// The host's next URL is leased only after this one's links are
-		// found: one host's pages are discovered in the same order however
-		// the workers are scheduled, so a host cut by a limit (a trap) is
-		// cut at the same URLs on a single node and in a network.
-		c.front.Release(lease)
 		if r.resp == nil {
 			c.budget.Add(1) // nothing archived: the slot goes back
 		}
+		if before != nil {
+			<-before
+		}
 		c.results <- r
+		done()
 	}
 }
 

@@ -96,7 +96,7 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 	if err != nil {
 		if ctx.Err() != nil {
 			r.outcome = "cancelled"
-			return r, nil, prev
+			return r, nil, nil
 		}
 		r.outcome = "error"
 		if errors.Is(err, fetch.ErrForbiddenAddress) {
@@ -104,7 +104,7 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 		}
 		log.Warn("fetch failed", "err", err)
 		c.stats.errors.Add(1)
-		return r, nil, prev
+		return r, nil, nil
 	}
 	return r, resp, prev
 }
@@ -201,8 +201,8 @@ func (c *Crawler) seenElsewhere(ctx context.Context, digest string, resp *fetch.
 		rv.ref = recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}
 		return rv
 	}
-	// A worker holds its host's connection slot meanwhile: an owner slow to
-	// answer costs a stored duplicate, not a stalled crawl.
+	// An owner slow to answer costs a stored duplicate, not a stalled
+	// worker.
 	ctx, cancel := context.WithTimeout(ctx, dedupWait)
 	defer cancel()
 	ref, ok, err := c.cfg.Dedup.Lookup(ctx, digest)

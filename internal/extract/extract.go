@@ -205,10 +205,12 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 
 // htmlReader reads body as UTF-8, decoding it from the charset the
 // Content-Type, a BOM or a <meta charset> names, as browsers do. A body
-// that is UTF-8 and valid is read as it is: decoding would copy it
+// that is valid UTF-8, or ASCII when windows-1252 (the guess for a page
+// that names no charset) applies, is read as it is: decoding would copy it
 // unchanged.
 func htmlReader(body []byte, contentType string) io.Reader {
-	if _, name, _ := charset.DetermineEncoding(body[:min(len(body), 1024)], contentType); name == "utf-8" && utf8.Valid(body) {
+	_, name, _ := charset.DetermineEncoding(body[:min(len(body), 1024)], contentType)
+	if name == "utf-8" && utf8.Valid(body) || name == "windows-1252" && isASCII(body) {
 		return bytes.NewReader(body)
 	}
 	r, err := charset.NewReader(bytes.NewReader(body), contentType)
@@ -216,6 +218,15 @@ func htmlReader(body []byte, contentType string) io.Reader {
 		return bytes.NewReader(body) // unknown charset: read as UTF-8, tolerating bad bytes
 	}
 	return r
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // The attributes links are read from; each tag's are read into a tagAttrs

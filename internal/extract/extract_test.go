@@ -252,6 +252,8 @@ func FuzzHTMLReader(f *testing.F) {
 	f.Add([]byte("\xef\xbb\xbf<p>bom</p>"), "text/html")
 	f.Add([]byte("<meta charset=latin1><p>caf\xe9</p>"), "text/html")
 	f.Add([]byte("<p>\xff\xfe</p>"), "")
+	f.Add([]byte("<p>plain ascii</p>"), "")
+	f.Add([]byte("<p>caf\xe9</p>"), "text/html; charset=windows-1252")
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
 		fast, err := io.ReadAll(htmlReader(body, contentType))
 		if err != nil {

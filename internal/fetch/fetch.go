@@ -506,7 +506,7 @@ func (f *Fetcher) roundTripH2(ctx context.Context, cc *http2.ClientConn, u *url.
 
 // decode content-decodes resp.Body for extraction, within MaxDecodedSize.
 func (f *Fetcher) decode(resp *Response) {
-	out, err := decodeContent(resp.Body, resp.Header.Get("Content-Encoding"), f.cfg.MaxDecodedSize, &f.gzips)
+	out, err := decodeContent(resp.Body, resp.Header.Get("Content-Encoding"), f.cfg.MaxDecodedSize, &f.gzips, resp.Truncated == "")
 	// A cut-off body fails to decode at its end; that is not news, but a
 	// decoded size past the cap always is.
 	if err != nil && (resp.Truncated == "" || errors.Is(err, ErrDecodedTooLarge)) {
@@ -527,12 +527,13 @@ var ErrDecodedTooLarge = errors.New("decoded body too large")
 // returns what it decoded with an error; a coding it does not know leaves
 // body as it is.
 func DecodeContent(body []byte, ce string, max int64) ([]byte, error) {
-	return decodeContent(body, ce, max, nil)
+	return decodeContent(body, ce, max, nil, false)
 }
 
 // decodeContent is DecodeContent taking gzip readers from gzips, and
-// putting them back, when it is not nil.
-func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool) ([]byte, error) {
+// putting them back, when it is not nil; whole says body is a complete
+// message, whose gzip trailer may size the output.
+func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool, whole bool) ([]byte, error) {
 	ce = strings.ToLower(strings.TrimSpace(ce))
 	if ce == "" || ce == "identity" || len(body) == 0 {
 		return body, nil
@@ -553,7 +554,11 @@ func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool) ([]byte,
 				zr, err = gzip.NewReader(r)
 			}
 			if gzips != nil && zr != nil {
-				defer gzips.Put(zr)
+				defer func() {
+					// Pooled, the reader must not keep this body alive.
+					zr.Reset(bytes.NewReader(emptyGzip()))
+					gzips.Put(zr)
+				}()
 			}
 			r = zr
 		case "br":
@@ -576,10 +581,11 @@ func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool) ([]byte,
 		}
 	}
 	var out bytes.Buffer
-	if ce == "gzip" && len(body) >= 18 {
+	if whole && (ce == "gzip" || ce == "x-gzip") && len(body) >= 18 {
 		// A gzip stream ends with its decoded size (mod 2^32): room for it
 		// at once, bounded by the cap and by a ratio a hostile trailer
-		// cannot push past.
+		// cannot push past. (The last bytes of a body cut short are not a
+		// trailer.)
 		size := int64(binary.LittleEndian.Uint32(body[len(body)-4:]))
 		out.Grow(int(min(size, max, 64*int64(len(body)))) + 1)
 	}
@@ -592,6 +598,11 @@ func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool) ([]byte,
 		return out.Bytes(), fmt.Errorf("content-encoding %s: %w", ce, err)
 	}
 	return out.Bytes(), nil
+}
+
+// emptyGzip is a gzip member of no bytes.
+func emptyGzip() []byte {
+	return []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 }
 
 // deflateReader reads "deflate", which servers send both zlib-wrapped (as

@@ -417,8 +417,16 @@ func TestDecodeReusesReaders(t *testing.T) {
 	}
 	var pool sync.Pool
 	const max = 256 << 10
+	// A reader back in the pool holds an empty stream, not the last body.
+	zr, _ := gzip.NewReader(bytes.NewReader(bodies[0]))
+	if err := zr.Reset(bytes.NewReader(emptyGzip())); err != nil {
+		t.Fatalf("emptyGzip is not a gzip member: %v", err)
+	}
+	if b, err := io.ReadAll(zr); err != nil || len(b) != 0 {
+		t.Fatalf("emptyGzip decodes to %q, %v", b, err)
+	}
 	for i, b := range bodies {
-		got, gotErr := decodeContent(b, "gzip", max, &pool)
+		got, gotErr := decodeContent(b, "gzip", max, &pool, true)
 		want, wantErr := DecodeContent(b, "gzip", max)
 		if !bytes.Equal(got, want) || (gotErr == nil) != (wantErr == nil) {
 			t.Fatalf("body %d: pooled decoding gave %d bytes (%v), fresh %d bytes (%v)", i, len(got), gotErr, len(want), wantErr)

@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"slices"
 	"sync"
 	"time"
 
@@ -89,25 +88,29 @@ const headSize = 16 // queue entries per host kept in RAM: enough to keep a host
 
 type host struct {
 	name     string
-	queued   int // committed entries not yet Done (incl. leased)
+	queued   int // committed or published entries not yet Done (incl. leased)
 	total    int // ever queued, for the page limit
 	inflight int
 	readyAt  time.Time
 	delay    time.Duration
-	head     [][]byte // committed queue keys not leased, ascending, ≤ headSize
+	head     [][]byte // committed or published queue keys not leased, ascending, ≤ headSize
 	headVals [][]byte
-	diskMore bool            // entries on disk beyond head
+	diskMore bool // entries on disk beyond head
 	// Every queue entry on disk below cursor is in head or leased, so a
 	// refill (which runs when head is empty) starts there: the entries
 	// fetched before it are deleted, and an iterator would step over every
 	// one of their tombstones again. nil: the start of the host's queue.
-	cursor []byte
-	leased   map[string]bool // keys leased and not yet committed Done
-	heapIdx  int             // -1 when not in the ready heap
+	cursor  []byte
+	leased  map[string]bool // keys leased and not yet committed Done
+	heapIdx int             // -1 when not in the ready heap
+	// countedIn is the Add call that last changed total: Add writes each
+	// host's count once.
+	countedIn uint64
 }
 
-// Frontier is safe for concurrent use; Add and Done must come from one
-// goroutine at a time (the committer).
+// Frontier is safe for concurrent use; Add, Requeue, Done, Publish and
+// Committed must come from one goroutine at a time (the committer), which
+// Publish's safety rests on.
 type Frontier struct {
 	db    *pebble.DB
 	opts  Options
@@ -121,6 +124,7 @@ type Frontier struct {
 	// answers them without the disk lookup the Bloom filter would send them to.
 	recent []uint64
 	seq    uint64
+	adds   uint64 // Add calls so far
 	stats  Stats
 	timer  *time.Timer
 	// staged by Add/Done into the caller's batch, applied by Committed
@@ -255,6 +259,7 @@ func (f *Frontier) Add(b *pebble.Batch, items []Item) (int, error) {
 	defer f.mu.Unlock()
 	added := 0
 	var counted []*host // hosts whose total changed
+	f.adds++
 	for _, it := range items {
 		if reason := f.reject(it); reason != "" {
 			f.stats.Dropped[reason]++
@@ -298,7 +303,8 @@ func (f *Frontier) Add(b *pebble.Batch, items []Item) (int, error) {
 		if err := errors.Join(b.Set(seenKey, nil, nil), b.Set(key, val, nil)); err != nil {
 			return added, fmt.Errorf("frontier: %w", err)
 		}
-		if !slices.Contains(counted, h) {
+		if h.countedIn != f.adds {
+			h.countedIn = f.adds
 			counted = append(counted, h)
 		}
 		f.seen.Add(hash)
@@ -348,6 +354,9 @@ func (f *Frontier) Requeue(b *pebble.Batch, items []Item) error {
 			return fmt.Errorf("frontier: %w", err)
 		}
 		f.stagedAdds = append(f.stagedAdds, staged{host: it.Host, key: key, val: val})
+	}
+	if len(items) == 0 {
+		return nil
 	}
 	return f.saveSeq(b)
 }

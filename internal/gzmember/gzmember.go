@@ -29,9 +29,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 )
 
-// SmallMax is the largest input an Encoder compresses itself. It is below
-// deflate's 32 KiB window, so that every earlier byte of a member can be
-// referred to.
+// SmallMax is the largest input an Encoder compresses itself: deflate's
+// 32 KiB window, so that every earlier byte of a member can be referred to.
 const SmallMax = 32 << 10
 
 // largeLevel is klauspost's level for inputs above SmallMax: level 2
@@ -92,8 +91,8 @@ type learner struct {
 	code    code // once built
 }
 
-// Append compresses src, an input of the given kind (taken modulo Kinds),
-// into one gzip member appended to dst.
+// Append compresses src, an input of the given kind (0 ≤ kind; taken
+// modulo Kinds), into one gzip member appended to dst.
 func (e *Encoder) Append(dst, src []byte, kind int) ([]byte, error) {
 	if len(src) > SmallMax {
 		return e.appendLarge(dst, src)
@@ -104,12 +103,14 @@ func (e *Encoder) Append(dst, src []byte, kind int) ([]byte, error) {
 	// Room for the worst case, a stored block, so that the member is
 	// written without growing dst again.
 	w := bitWriter{buf: append(slices.Grow(dst, len(src)+len(gzipHeader)+5+8), gzipHeader[:]...)}
+	// Sizes in bits, each with its block's 3 header bits; a stored block's
+	// also with its padding and lengths, at most.
 	fixedBits, _ := e.cost(&fixedCode) // the fixed code has every symbol
 	storedBits := 8 * (len(src) + 5)
-	best, bestBits := &fixedCode, fixedBits+e.extra
+	best, bestBits := &fixedCode, 3+fixedBits+e.extra
 	if l.built {
-		if b, ok := e.cost(&l.code); ok && l.code.headerBits+b+e.extra < bestBits {
-			best, bestBits = &l.code, l.code.headerBits+b+e.extra
+		if b, ok := e.cost(&l.code); ok && 3+l.code.headerBits+b+e.extra < bestBits {
+			best, bestBits = &l.code, 3+l.code.headerBits+b+e.extra
 		}
 	}
 	switch {

@@ -43,7 +43,7 @@ type Writer struct {
 	infoID   string
 	infoSize int64     // size of the segment's warcinfo member
 	rolled   bool      // a segment was created since the last Sync: the directory needs one too
-	encoders sync.Pool // *gzmember.Encoder: each has learnt a Huffman code from the records before, worth keeping
+	encoders []*gzmember.Encoder // one per encoding goroutine, kept: each has learnt Huffman codes from the records before
 	buf      []byte    // the bytes of the last group written
 }
 
@@ -262,17 +262,15 @@ func (w *Writer) encodeAll(recs []*Record, own []bool) ([][]byte, error) {
 	members := make([][]byte, len(recs))
 	errs := make([]error, len(recs))
 	workers := min(runtime.GOMAXPROCS(0), len(recs))
+	for len(w.encoders) < workers {
+		w.encoders = append(w.encoders, new(gzmember.Encoder))
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range workers {
+	for _, enc := range w.encoders[:workers] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			enc, _ := w.encoders.Get().(*gzmember.Encoder)
-			if enc == nil {
-				enc = new(gzmember.Encoder)
-			}
-			defer w.encoders.Put(enc)
 			var raw []byte
 			for {
 				i := int(next.Add(1) - 1)
