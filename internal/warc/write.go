@@ -41,10 +41,10 @@ type Writer struct {
 	name     string
 	size     int64
 	infoID   string
-	infoSize int64     // size of the segment's warcinfo member
-	rolled   bool      // a segment was created since the last Sync: the directory needs one too
+	infoSize int64               // size of the segment's warcinfo member
+	rolled   bool                // a segment was created since the last Sync: the directory needs one too
 	encoders []*gzmember.Encoder // one per encoding goroutine, kept: each has learnt Huffman codes from the records before
-	buf      []byte    // the bytes of the last group written
+	buf      []byte              // the bytes of the last group written
 }
 
 // NewWriter starts a new segment in dir. It never appends to an existing
