@@ -75,6 +75,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	jsonOut := fs.Bool("json", false, "print a JSON summary on stdout at the end")
 	verbose := fs.Bool("v", false, "log every fetch problem (to stderr)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the crawl to this file (go tool pprof reads it)")
+	memProfile := fs.String("memprofile", "", "write a profile of the crawl's allocations to this file at the end (go tool pprof -sample_index=alloc_space reads it)")
 	httpAddr := fs.String("http", "", "also serve the archive's replay on this address while crawling (as waggle serve does)")
 	fs.BoolVar(&cfg.Recrawl, "recrawl", false, "also revisit the archive's URLs that are due (see --revisit): conditional GETs, revisit records for unchanged pages")
 	fs.BoolVar(&cfg.RecrawlAll, "recrawl-all", false, "revisit every URL in the archive now, due or not")
@@ -96,7 +97,10 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stop()
-	return crawlAndReport(ctx, cfg, stdout, stderr, *jsonOut, *httpAddr)
+	if err := crawlAndReport(ctx, cfg, stdout, stderr, *jsonOut, *httpAddr); err != nil {
+		return err
+	}
+	return writeAllocProfile(*memProfile)
 }
 
 // crawlAndReport runs a crawl with a live progress line on a terminal and a
@@ -209,6 +213,23 @@ func humanBytes(n int64) string {
 
 // startCPUProfile profiles the process into path until the returned stop
 // is called; with an empty path it does nothing.
+// writeAllocProfile writes the allocations since the start, sampled as
+// the runtime does by default, to path ("": nothing).
+func writeAllocProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 func startCPUProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil

@@ -144,7 +144,7 @@ func (c *Crawler) examine(ctx context.Context, r result, resp *fetch.Response, p
 		log.Warn("response truncated", "why", resp.Truncated, "bytes", len(resp.Raw))
 	}
 	digest := r.record.Header.Get("WARC-Payload-Digest")
-	if r.revisit = unchanged(prev, resp, digest, conditional(prev) != nil); r.revisit != nil {
+	if r.revisit = unchanged(prev, resp, digest); r.revisit != nil {
 		// The page is as it was: nothing new to store or to follow.
 		r.simhash = r.revisit.simhash
 		return r

@@ -52,7 +52,7 @@ const recrawlBatch = 4096
 // conditional returns the headers that make a fetch of a URL visited before
 // conditional on the last capture's validators.
 func conditional(prev *recrawl.Entry) http.Header {
-	if prev == nil || !prev.Captured() {
+	if !hasValidators(prev) {
 		return nil
 	}
 	h := http.Header{}
@@ -62,22 +62,24 @@ func conditional(prev *recrawl.Entry) http.Header {
 	if prev.LastModified != "" {
 		h.Set("If-Modified-Since", prev.LastModified)
 	}
-	if len(h) == 0 {
-		return nil
-	}
 	return h
+}
+
+// hasValidators says whether a fetch after prev is conditional.
+func hasValidators(prev *recrawl.Entry) bool {
+	return prev != nil && prev.Captured() && (prev.ETag != "" || prev.LastModified != "")
 }
 
 // unchanged says how a fetched response relates to the last capture of its
 // URL: a 304 to a conditional request, or a 200 whose payload digest is the
 // last capture's, is a revisit of it; anything else is new content (nil).
-func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string, asked bool) *revisitOf {
+func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string) *revisitOf {
 	if prev == nil || !prev.Captured() {
 		return nil
 	}
 	rv := &revisitOf{digest: prev.Digest, ref: prev.Payload, mime: prev.MIME, simhash: prev.SimHash}
 	switch {
-	case resp.StatusCode == http.StatusNotModified && asked:
+	case resp.StatusCode == http.StatusNotModified && hasValidators(prev):
 		rv.profile = warc.ProfileServerNotModified
 	case resp.Truncated == "" && digest == prev.Digest && resp.StatusCode >= 200 && resp.StatusCode < 300 && payloadWorthDeduplicating(resp.Raw):
 		rv.profile = warc.ProfileIdenticalPayload

@@ -544,23 +544,9 @@ func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool, whole bo
 		var err error
 		switch strings.TrimSpace(codings[i]) {
 		case "gzip", "x-gzip":
-			var zr *gzip.Reader
-			if gzips != nil {
-				zr, _ = gzips.Get().(*gzip.Reader)
-			}
-			if zr != nil {
-				err = zr.Reset(r)
-			} else {
-				zr, err = gzip.NewReader(r)
-			}
-			if gzips != nil && zr != nil {
-				defer func() {
-					// Pooled, the reader must not keep this body alive.
-					zr.Reset(bytes.NewReader(emptyGzip()))
-					gzips.Put(zr)
-				}()
-			}
-			r = zr
+			var release func()
+			r, release, err = gzipReader(gzips, r)
+			defer release()
 		case "br":
 			r = brotli.NewReader(r)
 		case "deflate":
@@ -598,6 +584,26 @@ func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool, whole bo
 		return out.Bytes(), fmt.Errorf("content-encoding %s: %w", ce, err)
 	}
 	return out.Bytes(), nil
+}
+
+// gzipReader reads r's gzip stream through a reader from pool (a new one
+// when pool is nil or empty); release puts it back, holding nothing of r.
+func gzipReader(pool *sync.Pool, r io.Reader) (zr *gzip.Reader, release func(), err error) {
+	if pool != nil {
+		zr, _ = pool.Get().(*gzip.Reader)
+	}
+	if zr == nil {
+		zr, err = gzip.NewReader(r)
+	} else {
+		err = zr.Reset(r)
+	}
+	if pool == nil || zr == nil {
+		return zr, func() {}, err
+	}
+	return zr, func() {
+		zr.Reset(bytes.NewReader(emptyGzip())) // so that the pooled reader keeps no body alive
+		pool.Put(zr)
+	}, err
 }
 
 // emptyGzip is a gzip member of no bytes.

@@ -282,9 +282,7 @@ func TestJoinMovesCopies(t *testing.T) {
 	nodes = append(nodes, start(t, "n4", cfg4))
 	waitMembers(t, 4, nodes...)
 	joined := time.Now()
-	var placed, cleaned time.Duration
-	var wrong int
-	for deadline := time.Now().Add(2 * time.Minute); ; {
+	waitCond(t, "every capture held by exactly its site's 3 replicas", 2*time.Minute, func() error {
 		rg := nodes[0].members.Ring()
 		holders := map[string][]string{}
 		site := map[string]string{}
@@ -295,7 +293,7 @@ func TestJoinMovesCopies(t *testing.T) {
 				return true
 			})
 		}
-		wrong = 0
+		wrong := 0
 		for id, hs := range holders {
 			var want []string
 			for _, m := range rg.Replicas(site[id], 3) {
@@ -307,15 +305,12 @@ func TestJoinMovesCopies(t *testing.T) {
 				wrong++
 			}
 		}
-		if wrong == 0 {
-			placed = time.Since(joined)
-			break
+		if wrong > 0 {
+			return fmt.Errorf("%d of %d captures are held elsewhere", wrong, len(holders))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d captures are not held by exactly their site's 3 replicas", wrong, len(holders))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
+	placed := time.Since(joined)
 	var handed, released int64
 	for _, n := range nodes {
 		rs := n.replicationStats()
@@ -330,20 +325,17 @@ func TestJoinMovesCopies(t *testing.T) {
 	}
 	// The released copies leave the disks: every segment holding one is
 	// rewritten without it, except the one each node is writing.
-	for deadline := time.Now().Add(time.Minute); ; {
+	waitCond(t, "no released copy on disk outside the segments being written", time.Minute, func() error {
 		left := 0
 		for _, n := range nodes[:3] {
 			left += releasedOnDisk(t, n)
 		}
-		if left == 0 {
-			cleaned = time.Since(joined)
-			break
+		if left > 0 {
+			return fmt.Errorf("%d released copies left", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d released copies are still on disk outside the segments being written", left)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
+	cleaned := time.Since(joined)
 	var compacted, reclaimed int64
 	for _, n := range nodes {
 		rs := n.replicationStats()

@@ -148,14 +148,20 @@ func Site(u string) string {
 	if net.ParseIP(host) != nil {
 		return host + port
 	}
-	if strings.HasPrefix(host, "www") { // the regexp only for names that may need it: Site runs per link
+	return reverseHost(host) + port
+}
+
+// reverseHost is a DNS name as SURT keys write it: without a leading www
+// label (www, www2, …), labels reversed and joined by commas.
+func reverseHost(host string) string {
+	if strings.HasPrefix(host, "www") { // the regexp only for names that may need it: this runs per link
 		host = wwwPrefix.ReplaceAllString(host, "")
 	}
 	parts := strings.Split(host, ".")
 	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
 		parts[i], parts[j] = parts[j], parts[i]
 	}
-	return strings.Join(parts, ",") + port
+	return strings.Join(parts, ",")
 }
 
 // SiteOfKey returns the host part of a SURT key, as Site gives it. The
@@ -178,16 +184,9 @@ func surt(raw string, fast bool) (string, error) {
 		return "", err
 	}
 	host = strings.ToLower(strings.Trim(host, "."))
-	if strings.HasPrefix(host, "www") {
-		host = wwwPrefix.ReplaceAllString(host, "")
-	}
-	hostKey := host
+	hostKey := host // an IP address stays as it is
 	if !ip {
-		parts := strings.Split(host, ".")
-		for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
-			parts[i], parts[j] = parts[j], parts[i]
-		}
-		hostKey = strings.Join(parts, ",")
+		hostKey = reverseHost(host)
 	}
 	if port != "" {
 		hostKey += ":" + port
@@ -231,8 +230,9 @@ func surt(raw string, fast bool) (string, error) {
 }
 
 // surtParts canonicalizes raw and splits it into what SURT reorders. With
-// fast set, a URL the fast path accepts (a plain DNS host, no port, simple path and query)
-// is split as a string; anything else goes through the WHATWG parser.
+// fast set, a URL the fast path accepts (a plain DNS host, no port, simple
+// path and query) is split as a string; anything else goes through the
+// WHATWG parser.
 func surtParts(raw string, fast bool) (host, port, path, query string, ip bool, err error) {
 	if c, ok := fastAbsolute(raw); ok && fast && len(c) <= MaxURLLength {
 		origin, rest, _ := splitSimple(c)
