@@ -61,7 +61,7 @@ type Crawler struct {
 	// Bloom filter, others by mistake), so that the committer looks a new
 	// payload's digest up only when it may be archived already. Only the
 	// commit loop touches it once Run has begun.
-	digests *bloom.BloomFilter
+	digests  *bloom.BloomFilter
 
 	compacting sync.Mutex           // held by Compact
 	compactMu  sync.Mutex           // guards writing and unlinkAt

@@ -53,7 +53,7 @@ type result struct {
 // there is no capture when resp is nil.
 func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *fetch.Response, prev *recrawl.Entry) {
 	r = result{lease: l, hasLease: true}
-	log := c.cfg.Logger.With("url", l.URL)
+	log := urlLog{c.cfg.Logger, l.URL}
 	if c.cfg.Recover != nil && c.cfg.Recover(ctx, l.URL) {
 		c.stats.recovered.Add(1)
 		r.outcome = "recovered"
@@ -112,7 +112,7 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 // process turns a visit's response into the result to commit: its WARC
 // records, and the links to queue.
 func (c *Crawler) process(ctx context.Context, r result, resp *fetch.Response, prev *recrawl.Entry) result {
-	log := c.cfg.Logger.With("url", r.lease.URL)
+	log := urlLog{c.cfg.Logger, r.lease.URL}
 	r = c.examine(ctx, r, resp, prev, log)
 	if r.resp != nil {
 		// The capture's other records are built here, in parallel, not
@@ -128,7 +128,7 @@ func (c *Crawler) process(ctx context.Context, r result, resp *fetch.Response, p
 
 // examine makes the result of a response: its WARC record, or a revisit of
 // prev when nothing changed, and the links to queue.
-func (c *Crawler) examine(ctx context.Context, r result, resp *fetch.Response, prev *recrawl.Entry, log *slog.Logger) result {
+func (c *Crawler) examine(ctx context.Context, r result, resp *fetch.Response, prev *recrawl.Entry, log urlLog) result {
 	var err error
 	if r.record, err = warc.NewResponse(resp.URL, resp.Start, resp.Raw); err != nil {
 		log.Warn("unarchivable response", "err", err)
@@ -346,3 +346,16 @@ func (c *Crawler) fetchRobots(ctx context.Context, robotsURL string) (int, []byt
 func newItem(u string, depth int, via string) frontier.Item {
 	return frontier.Item{URL: u, Host: urlkey.Host(u), Depth: depth, Via: via}
 }
+
+// urlLog logs lines about one URL. Unlike slog.Logger.With it costs nothing
+// until a line is written, and almost every URL is crawled without one.
+type urlLog struct {
+	*slog.Logger
+	url string
+}
+
+func (l urlLog) Debug(msg string, args ...any) { l.Logger.Debug(msg, l.args(args)...) }
+func (l urlLog) Warn(msg string, args ...any)  { l.Logger.Warn(msg, l.args(args)...) }
+func (l urlLog) Error(msg string, args ...any) { l.Logger.Error(msg, l.args(args)...) }
+
+func (l urlLog) args(args []any) []any { return append([]any{"url", l.url}, args...) }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/html/atom"
 	"golang.org/x/net/html/charset"
 
+	"github.com/waggle-archive/waggle/internal/htmltoken"
 	"github.com/waggle-archive/waggle/internal/simhash"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 )
@@ -126,10 +127,11 @@ func SimHash(body []byte, contentType string) uint64 {
 
 func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) (Result, error) {
 	lim = lim.withDefaults()
-	r := htmlReader(body, contentType)
 	c := &collector{base: pageURL, seen: map[string]bool{}, max: lim.MaxLinks}
 	res := Result{Base: pageURL}
-	z := html.NewTokenizer(r)
+	text, err := htmlBytes(body, contentType)
+	res.Truncated = err != nil // the page up to a decoding error is read
+	z := htmltoken.New(text)
 	z.SetMaxBuf(maxTokenBytes)
 	inTitle, inStyle, baseSet := false, false, false
 	var attrs tagAttrs
@@ -203,21 +205,21 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 	return res, nil
 }
 
-// htmlReader reads body as UTF-8, decoding it from the charset the
-// Content-Type, a BOM or a <meta charset> names, as browsers do. A body
-// that is valid UTF-8, or ASCII when windows-1252 (the guess for a page
-// that names no charset) applies, is read as it is: decoding would copy it
-// unchanged.
-func htmlReader(body []byte, contentType string) io.Reader {
+// htmlBytes is body as UTF-8, decoded from the charset the Content-Type, a
+// BOM or a <meta charset> names, as browsers do. A body that is valid
+// UTF-8, or ASCII when windows-1252 (the guess for a page that names no
+// charset) applies, is body itself: decoding would copy it unchanged. On a
+// decoding error it returns the text decoded before it.
+func htmlBytes(body []byte, contentType string) ([]byte, error) {
 	_, name, _ := charset.DetermineEncoding(body[:min(len(body), 1024)], contentType)
 	if name == "utf-8" && utf8.Valid(body) || name == "windows-1252" && isASCII(body) {
-		return bytes.NewReader(body)
+		return body, nil
 	}
 	r, err := charset.NewReader(bytes.NewReader(body), contentType)
 	if err != nil {
-		return bytes.NewReader(body) // unknown charset: read as UTF-8, tolerating bad bytes
+		return body, nil // unknown charset: read as UTF-8, tolerating bad bytes
 	}
-	return r
+	return io.ReadAll(r)
 }
 
 func isASCII(b []byte) bool {
@@ -256,7 +258,7 @@ type tagAttrs struct {
 	has [numAttrs]bool
 }
 
-func (a *tagAttrs) read(z *html.Tokenizer) {
+func (a *tagAttrs) read(z *htmltoken.Tokenizer) {
 	a.has = [numAttrs]bool{}
 	for {
 		k, v, more := z.TagAttr()

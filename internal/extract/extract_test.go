@@ -245,9 +245,9 @@ func TestHTMLSimHash(t *testing.T) {
 	}
 }
 
-// FuzzHTMLReader: reading a valid UTF-8 body as it is gives what decoding
+// FuzzHTMLBytes: reading a valid UTF-8 body as it is gives what decoding
 // it through its charset gives.
-func FuzzHTMLReader(f *testing.F) {
+func FuzzHTMLBytes(f *testing.F) {
 	f.Add([]byte("<p>caf\xc3\xa9</p>"), "text/html; charset=utf-8")
 	f.Add([]byte("\xef\xbb\xbf<p>bom</p>"), "text/html")
 	f.Add([]byte("<meta charset=latin1><p>caf\xe9</p>"), "text/html")
@@ -255,7 +255,7 @@ func FuzzHTMLReader(f *testing.F) {
 	f.Add([]byte("<p>plain ascii</p>"), "")
 	f.Add([]byte("<p>caf\xe9</p>"), "text/html; charset=windows-1252")
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
-		fast, err := io.ReadAll(htmlReader(body, contentType))
+		fast, err := htmlBytes(body, contentType)
 		if err != nil {
 			t.Fatal(err)
 		}

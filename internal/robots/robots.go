@@ -46,8 +46,8 @@ type Cache struct {
 }
 
 type entry struct {
-	ready   chan struct{} // closed when data is set
-	data    *robotstxt.RobotsData
+	ready   chan struct{}    // closed when data is set
+	group   *robotstxt.Group // the rules for our user agent, found once
 	status  int
 	err     error // fetch error behind an unreachable robots.txt
 	expires time.Time
@@ -96,7 +96,7 @@ func (c *Cache) Check(ctx context.Context, rawURL string) (Decision, error) {
 	if u.RawQuery != "" {
 		path += "?" + u.RawQuery
 	}
-	g := e.data.FindGroup(c.opts.UserAgent)
+	g := e.group
 	d := Decision{Allowed: g.Test(path), CrawlDelay: g.CrawlDelay}
 	if !d.Allowed {
 		d.Reason = "disallowed by robots.txt"
@@ -131,7 +131,7 @@ func (c *Cache) entry(ctx context.Context, origin string) (*entry, error) {
 	c.mu.Unlock()
 
 	if status, body, expires, ok := c.load(origin, now); ok {
-		e.set(status, body, expires, c.opts.MaxSize)
+		e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
 		return e, nil
 	}
 	status, body, err := c.fetch(ctx, origin+"/robots.txt")
@@ -152,11 +152,11 @@ func (c *Cache) entry(ctx context.Context, origin string) (*entry, error) {
 	if err == nil {
 		c.save(origin, status, body, expires)
 	}
-	e.set(status, body, expires, c.opts.MaxSize)
+	e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
 	return e, nil
 }
 
-func (e *entry) set(status int, body []byte, expires time.Time, maxSize int) {
+func (e *entry) set(status int, body []byte, expires time.Time, maxSize int, userAgent string) {
 	if len(body) > maxSize {
 		body = body[:maxSize]
 	}
@@ -167,7 +167,7 @@ func (e *entry) set(status int, body []byte, expires time.Time, maxSize int) {
 			// Unparsable lines are ignored (RFC 9309 §2.2); a file that is all garbage has no rules.
 			data, _ = robotstxt.FromString("")
 		}
-		e.data = data
+		e.group = data.FindGroup(userAgent)
 	}
 	close(e.ready)
 }

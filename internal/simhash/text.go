@@ -1,18 +1,19 @@
 package simhash
 
 import (
-	"bytes"
 	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/waggle-archive/waggle/internal/htmltoken"
 )
 
 // Bounds on the work done for one page. A page's text is what a reader
 // sees: a megabyte of it is some 150,000 words, more than enough to tell
-// near duplicates apart, and the input bound keeps the tokenizer's buffer
-// (which holds a whole token, such as an enormous inline script) small.
+// near duplicates apart, and the input bound keeps the time spent on an
+// enormous page (an inline script of many megabytes, say) in proportion.
 const (
 	maxInput = 16 << 20 // bytes of HTML read
 	maxText  = 1 << 20  // bytes of text kept
@@ -37,7 +38,7 @@ func appendText(b []byte, page []byte) []byte {
 		page = page[:maxInput]
 	}
 	v := Visible{w: textWriter{b: b, start: len(b)}}
-	z := html.NewTokenizer(bytes.NewReader(page))
+	z := htmltoken.New(page)
 	for !v.Full() {
 		switch tt := z.Next(); tt {
 		case html.ErrorToken:

@@ -114,7 +114,6 @@ func Domain(host string) string {
 }
 
 var (
-	wwwPrefix = regexp.MustCompile(`^www\d*\.`)
 	// IA's canonicalizer strips these session ids (surt/IAURLCanonicalizer.py).
 	pathSessionIDs = []*regexp.Regexp{
 		regexp.MustCompile(`(?i)^(.*/)(\((?:[a-z]\([0-9a-z]{24}\))+\)/)([^?]+\.aspx.*)$`),
@@ -154,14 +153,27 @@ func Site(u string) string {
 // reverseHost is a DNS name as SURT keys write it: without a leading www
 // label (www, www2, …), labels reversed and joined by commas.
 func reverseHost(host string) string {
-	if strings.HasPrefix(host, "www") { // the regexp only for names that may need it: this runs per link
-		host = wwwPrefix.ReplaceAllString(host, "")
-	}
+	host = stripWWW(host)
 	parts := strings.Split(host, ".")
 	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
 		parts[i], parts[j] = parts[j], parts[i]
 	}
 	return strings.Join(parts, ",")
+}
+
+// stripWWW drops a leading "www", "www2", … label (IA's ^www\d*\.).
+func stripWWW(host string) string {
+	if !strings.HasPrefix(host, "www") {
+		return host
+	}
+	i := 3
+	for i < len(host) && '0' <= host[i] && host[i] <= '9' {
+		i++
+	}
+	if i < len(host) && host[i] == '.' {
+		return host[i+1:]
+	}
+	return host
 }
 
 // SiteOfKey returns the host part of a SURT key, as Site gives it. The

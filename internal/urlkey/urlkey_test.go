@@ -2,6 +2,7 @@ package urlkey
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -57,6 +58,17 @@ func TestSURT(t *testing.T) {
 		got, err := SURT(c.in)
 		if err != nil || got != c.want {
 			t.Errorf("SURT(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+}
+
+// TestStripWWW checks the hand-written www strip against IA's expression.
+func TestStripWWW(t *testing.T) {
+	ia := regexp.MustCompile(`^www\d*\.`)
+	for _, h := range []string{"www.example.com", "www2.example.com", "www12.x", "www", "www.", "wwwx.example.com",
+		"www2", "www2x.example.com", "example.www.com", "ww.example.com", "www..a", "", "www0.a"} {
+		if got, want := stripWWW(h), ia.ReplaceAllString(h, ""); got != want {
+			t.Errorf("stripWWW(%q) = %q, want %q", h, got, want)
 		}
 	}
 }
