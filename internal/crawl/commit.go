@@ -118,6 +118,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			if err := r.update(b); err != nil {
 				return err
 			}
+			clear(c.recentPayloads) // it may have deleted digest entries
 		}
 		if len(r.seeds) > 0 {
 			items, err := c.addSeeds(b, r.seeds)
@@ -257,6 +258,9 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			r.ack <- nil
 		}
 	}
+	for _, cp := range newPayloads {
+		c.rememberPayload(cp.Digest, recrawl.Ref{URL: cp.URL, Time: cp.Time, RecordID: cp.RecordID})
+	}
 	c.stats.captures.Add(captures)
 	c.stats.bytes.Add(bytes)
 	c.stats.stored.Add(stored)
@@ -291,14 +295,21 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 		// profile). The worker looked before; this sees what was committed
 		// since, and earlier results of this group.
 		first, seen := firstInGroup[digest]
+		ref := recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}
+		if !seen {
+			ref, seen = c.recentPayloads[digest]
+		}
 		if !seen && c.digests.TestString(digest) {
 			if first, seen, err = index.ByDigest(b, digest); err != nil {
 				return index.Capture{}, nil, err
 			}
+			ref = recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}
+			if seen {
+				c.rememberPayload(digest, ref)
+			}
 		}
 		if seen {
-			r.revisit = &revisitOf{profile: warc.ProfileIdenticalPayload, digest: digest,
-				ref: recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}}
+			r.revisit = &revisitOf{profile: warc.ProfileIdenticalPayload, digest: digest, ref: ref}
 		}
 	}
 	if rv := r.revisit; rv != nil {
@@ -347,6 +358,22 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 		firstInGroup[digest] = cp
 	}
 	return cp, recs, nil
+}
+
+// recentPayloadsMax bounds the committer's memory of recent payloads
+// (about 250 bytes each).
+const recentPayloadsMax = 4096
+
+// rememberPayload notes where a payload was first stored, forgetting an
+// arbitrary other one when the memory is full.
+func (c *Crawler) rememberPayload(digest string, ref recrawl.Ref) {
+	if len(c.recentPayloads) >= recentPayloadsMax {
+		for d := range c.recentPayloads {
+			delete(c.recentPayloads, d)
+			break
+		}
+	}
+	c.recentPayloads[digest] = ref
 }
 
 // payloadWorthDeduplicating reports whether a revisit record saves anything:

@@ -29,6 +29,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/robots"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
@@ -61,7 +62,15 @@ type Crawler struct {
 	// Bloom filter, others by mistake), so that the committer looks a new
 	// payload's digest up only when it may be archived already. Only the
 	// commit loop touches it once Run has begun.
-	digests  *bloom.BloomFilter
+	digests *bloom.BloomFilter
+
+	// recentPayloads maps the digests of payloads stored or met lately to
+	// their first capture, so that the committer's look for a payload
+	// archived moments ago (a site's shared images, a trap's identical
+	// pages) is a map lookup, not a pebble read. Only the commit loop uses
+	// it; it forgets everything at an Update, which may delete digest
+	// entries.
+	recentPayloads map[string]recrawl.Ref
 
 	compacting sync.Mutex           // held by Compact
 	compactMu  sync.Mutex           // guards writing and unlinkAt
@@ -95,7 +104,7 @@ func Open(cfg Config) (*Crawler, error) {
 		}
 		ownDB = true
 	}
-	c := &Crawler{cfg: cfg, db: db, warcDir: warcDir, ownDB: ownDB}
+	c := &Crawler{cfg: cfg, db: db, warcDir: warcDir, ownDB: ownDB, recentPayloads: map[string]recrawl.Ref{}}
 	c.commitC = sync.NewCond(&c.commitMu)
 	if err := c.open(seeds); err != nil {
 		if ownDB {

@@ -73,13 +73,19 @@ type Encoder struct {
 	base   int32                // added to the positions of the current input, so that entries of earlier inputs read as stale without clearing the table
 	tokens []token
 
-	lit   [numLit]uint32 // the current input's symbol counts
-	dist  [numDist]uint32
-	extra int // and its extra bits (of lengths and distances)
+	all  counts // of the current input
+	head counts // of its head, when its tail may be stored (see Append)
 
 	kinds [Kinds]learner
 
 	large *gzip.Writer
+}
+
+// counts are the symbol counts of an input, or of part of one.
+type counts struct {
+	lit   [numLit]uint32
+	dist  [numDist]uint32
+	extra int // extra bits (of lengths and distances)
 }
 
 // learner is what an Encoder learnt about one kind of input.
@@ -105,37 +111,125 @@ func (e *Encoder) Append(dst, src []byte, kind int) ([]byte, error) {
 	w := bitWriter{buf: append(slices.Grow(dst, len(src)+len(gzipHeader)+5+8), gzipHeader[:]...)}
 	// Sizes in bits, each with its block's 3 header bits; a stored block's
 	// also with its padding and lengths, at most.
-	fixedBits, _ := e.cost(&fixedCode) // the fixed code has every symbol
 	storedBits := 8 * (len(src) + 5)
-	best, bestBits := &fixedCode, 3+fixedBits+e.extra
-	if l.built {
-		if b, ok := e.cost(&l.code); ok && 3+l.code.headerBits+b+e.extra < bestBits {
-			best, bestBits = &l.code, 3+l.code.headerBits+b+e.extra
+	best, bestBits := l.bestCode(&e.all)
+
+	// A long run of literals at the end (a response's gzip-encoded or
+	// image payload, most often) may cost more coded than stored: then it
+	// is stored, in a block after the coded head. Its bytes are neither
+	// coded nor learnt from.
+	k, tail := e.storableTail()
+	var head *code
+	if tail >= minStoredTail && k > 0 {
+		e.head.count(e.tokens[:k])
+		if c, bits := l.bestCode(&e.head); bits+8*(tail+5) < min(bestBits, storedBits) {
+			head = c
 		}
 	}
 	switch {
+	case head != nil:
+		w.codedBlock(e.tokens[:k], head, false)
+		w.stored(src[len(src)-tail:])
+		l.learn(&e.head, k)
 	case storedBits < bestBits:
-		w.bits(1, 3) // final block, stored
-		w.align()
-		w.buf = binary.LittleEndian.AppendUint16(w.buf, uint16(len(src)))
-		w.buf = binary.LittleEndian.AppendUint16(w.buf, ^uint16(len(src)))
-		w.buf = append(w.buf, src...)
+		w.stored(src)
 	default:
-		if best == &fixedCode {
-			w.bits(1|1<<1, 3) // final block, fixed code
-		} else {
-			w.bits(1|2<<1, 3) // final block, dynamic code
-			for _, h := range best.header {
-				w.bits(uint64(h.v), uint(h.n))
-			}
-		}
-		w.tokens(e.tokens, best)
+		w.codedBlock(e.tokens, best, true)
 		w.align()
-		e.learn(l)
+		l.learn(&e.all, len(e.tokens))
 	}
 	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc32.ChecksumIEEE(src))
 	w.buf = binary.LittleEndian.AppendUint32(w.buf, uint32(len(src)))
 	return w.buf, nil
+}
+
+const (
+	// minStoredTail is the shortest tail that Append considers storing
+	// apart from the head of an input.
+	minStoredTail = 256
+	// maxTrailingMatch bounds the matched bytes a tail may end with: a
+	// WARC record ends with "\r\n\r\n", found earlier in its headers.
+	maxTrailingMatch = 16
+)
+
+// bestCode returns the cheaper of the fixed code and l's learnt code for
+// symbols c, and its size in bits with the block header.
+func (l *learner) bestCode(c *counts) (*code, int) {
+	fixedBits, _ := c.cost(&fixedCode) // the fixed code has every symbol
+	best, bestBits := &fixedCode, 3+fixedBits+c.extra
+	if l.built {
+		if b, ok := c.cost(&l.code); ok && 3+l.code.headerBits+b+c.extra < bestBits {
+			best, bestBits = &l.code, 3+l.code.headerBits+b+c.extra
+		}
+	}
+	return best, bestBits
+}
+
+// storableTail finds the tail of the current input that could be stored: a
+// run of literals at its end, or followed by at most maxTrailingMatch
+// matched bytes. It returns the index of the tail's first token and the
+// tail's length in bytes.
+func (e *Encoder) storableTail() (k, n int) {
+	k = len(e.tokens)
+	for k > 0 && e.tokens[k-1]&matchFlag != 0 {
+		n += int(e.tokens[k-1]>>15&0xff) + 3
+		k--
+	}
+	if n > maxTrailingMatch {
+		return len(e.tokens), 0
+	}
+	for k > 0 && e.tokens[k-1]&matchFlag == 0 {
+		n++
+		k--
+	}
+	return k, n
+}
+
+// count sets c to the symbols of ts, a block's tokens.
+func (c *counts) count(ts []token) {
+	*c = counts{}
+	for _, t := range ts {
+		if t&matchFlag == 0 {
+			c.lit[t]++
+			continue
+		}
+		c.match(int(t>>15&0xff)+3, int(t&0x7fff)+1)
+	}
+	c.lit[eob]++
+}
+
+func (c *counts) match(length, distance int) {
+	lc := lengthCode[length-3]
+	dc := distCode(uint32(distance - 1))
+	c.lit[257+int(lc)]++
+	c.dist[dc]++
+	c.extra += int(lengthExtra[lc]) + int(distExtra[dc])
+}
+
+// codedBlock writes a block of ts in code c.
+func (w *bitWriter) codedBlock(ts []token, c *code, final bool) {
+	var bfinal uint64
+	if final {
+		bfinal = 1
+	}
+	if c == &fixedCode {
+		w.bits(bfinal|1<<1, 3)
+	} else {
+		w.bits(bfinal|2<<1, 3)
+		for _, h := range c.header {
+			w.bits(uint64(h.v), uint(h.n))
+		}
+	}
+	w.tokens(ts, c)
+}
+
+// stored writes b (at most 64 KiB) as the final, stored block.
+func (w *bitWriter) stored(b []byte) {
+	w.bits(1, 3)
+	w.align()
+	w.buf = binary.LittleEndian.AppendUint16(w.buf, uint16(len(b)))
+	w.buf = binary.LittleEndian.AppendUint16(w.buf, ^uint16(len(b)))
+	w.buf = append(w.buf, b...)
 }
 
 // gzipHeader is a member header with no name, time or flags, as
@@ -166,9 +260,7 @@ func (e *Encoder) appendLarge(dst, src []byte) ([]byte, error) {
 // incompressible inputs cost little, and counts the symbols.
 func (e *Encoder) tokenize(src []byte) {
 	e.tokens = e.tokens[:0]
-	clear(e.lit[:])
-	clear(e.dist[:])
-	e.extra = 0
+	e.all = counts{}
 	if e.base > 1<<30 {
 		clear(e.table[:])
 		e.base = 0
@@ -205,7 +297,7 @@ func (e *Encoder) tokenize(src []byte) {
 		pending, skip = i, 32
 	}
 	e.literals(src[pending:])
-	e.lit[eob]++
+	e.all.lit[eob]++
 }
 
 func hash4(u uint32) uint32 { return (u * 0x1e35a7bd) >> (32 - hashBits) }
@@ -229,48 +321,44 @@ func matchLen(a, b []byte) int {
 func (e *Encoder) literals(b []byte) {
 	for _, c := range b {
 		e.tokens = append(e.tokens, token(c))
-		e.lit[c]++
+		e.all.lit[c]++
 	}
 }
 
 func (e *Encoder) match(length, distance int) {
 	e.tokens = append(e.tokens, matchFlag|token(length-3)<<15|token(distance-1))
-	lc := lengthCode[length-3]
-	dc := distCode(uint32(distance - 1))
-	e.lit[257+int(lc)]++
-	e.dist[dc]++
-	e.extra += int(lengthExtra[lc]) + int(distExtra[dc])
+	e.all.match(length, distance)
 }
 
-// cost is the bits of the current input's symbols in c, extra bits and
-// header aside, or ok false if c has no code for one of them.
-func (e *Encoder) cost(c *code) (n int, ok bool) {
-	for s, f := range e.lit {
-		if f > 0 && c.litLen[s] == 0 {
+// cost is the bits of symbols c in code k, extra bits and header aside, or
+// ok false if k has no code for one of them.
+func (c *counts) cost(k *code) (n int, ok bool) {
+	for s, f := range c.lit {
+		if f > 0 && k.litLen[s] == 0 {
 			return 0, false
 		}
-		n += int(f) * int(c.litLen[s])
+		n += int(f) * int(k.litLen[s])
 	}
-	for d, f := range e.dist {
-		if f > 0 && c.distLen[d] == 0 {
+	for d, f := range c.dist {
+		if f > 0 && k.distLen[d] == 0 {
 			return 0, false
 		}
-		n += int(f) * int(c.distLen[d])
+		n += int(f) * int(k.distLen[d])
 	}
 	return n, true
 }
 
-// learn adds the current input's counts to those l's next code is built
-// from, and builds it when enough have come in. Stored inputs are not
-// counted: their bytes say nothing about what compresses.
-func (e *Encoder) learn(l *learner) {
-	for s, f := range e.lit {
+// learn adds the symbols c of a coded block (n tokens) to those l's next
+// code is built from, and builds it when enough have come in. Stored bytes
+// are not counted: they say nothing about what compresses.
+func (l *learner) learn(c *counts, n int) {
+	for s, f := range c.lit {
 		l.lit[s] += uint64(f)
 	}
-	for d, f := range e.dist {
+	for d, f := range c.dist {
 		l.dist[d] += uint64(f)
 	}
-	l.pending += len(e.tokens)
+	l.pending += n
 	if l.pending < rebuildEvery && (l.built || l.pending < firstRebuild) {
 		return
 	}

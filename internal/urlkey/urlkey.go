@@ -119,13 +119,6 @@ var (
 		regexp.MustCompile(`(?i)^(.*/)(\((?:[a-z]\([0-9a-z]{24}\))+\)/)([^?]+\.aspx.*)$`),
 		regexp.MustCompile(`(?i)^(.*/)(\([0-9a-z]{24}\)/)([^?]+\.aspx.*)$`),
 	}
-	querySessionIDs = []*regexp.Regexp{
-		regexp.MustCompile(`(?i)^(.*)(?:jsessionid=[0-9a-zA-Z]{32})(?:&(.*))?$`),
-		regexp.MustCompile(`(?i)^(.*)(?:phpsessid=[0-9a-zA-Z]{32})(?:&(.*))?$`),
-		regexp.MustCompile(`(?i)^(.*)(?:sid=[0-9a-zA-Z]{32})(?:&(.*))?$`),
-		regexp.MustCompile(`(?i)^(.*)(?:aspsessionid[a-zA-Z]{8}=[a-zA-Z]{24})(?:&(.*))?$`),
-		regexp.MustCompile(`(?i)^(.*)(?:cfid=[^&]+&cftoken=[^&]+)(?:&(.*))?$`),
-	}
 	pathJsessionID = regexp.MustCompile(`(?i);jsessionid=[0-9a-z]{32}`)
 )
 
@@ -222,11 +215,7 @@ func surt(raw string, fast bool) (string, error) {
 	}
 	key := hostKey + ")" + path
 	if q := strings.ToLower(query); q != "" {
-		if strings.Contains(q, "sid=") || strings.Contains(q, "sessionid") || strings.Contains(q, "cfid=") {
-			for _, re := range querySessionIDs {
-				q = re.ReplaceAllString(q, "$1$2")
-			}
-		}
+		q = stripQuerySessionIDs(q)
 		var args []string
 		for _, a := range strings.Split(q, "&") {
 			if a != "" {
@@ -239,6 +228,96 @@ func surt(raw string, fast bool) (string, error) {
 		}
 	}
 	return key, nil
+}
+
+// stripQuerySessionIDs removes from a lower-cased query the session IDs
+// IA's canonicalizer removes, as its expressions do, in their order:
+// ^(.*)(?:jsessionid=[0-9a-z]{32})(?:&(.*))?$ → $1$2, then the same for
+// phpsessid= and sid=, aspsessionid[a-z]{8}=[a-z]{24}, and
+// cfid=[^&]+&cftoken=[^&]+. Each removes the last ID that ends the query
+// or is followed by "&" (which goes with it). q is a canonical URL's query:
+// ASCII, without newlines, where the expressions' case folding and "."
+// change nothing. FuzzQuerySessionIDs holds it to the expressions, which
+// cost more than the rest of the key.
+func stripQuerySessionIDs(q string) string {
+	q = cutSessionID(q, "jsessionid=", alnumRun(32))
+	q = cutSessionID(q, "phpsessid=", alnumRun(32))
+	q = cutSessionID(q, "sid=", alnumRun(32))
+	q = cutSessionID(q, "aspsessionid", aspSessionValue)
+	return cutSessionID(q, "cfid=", cfTokenValue)
+}
+
+// cutSessionID removes the last name+value from q that ends q or is
+// followed by "&". valueLen is the length of the value v starts with, or
+// -1 when it has none.
+func cutSessionID(q, name string, valueLen func(v string) int) string {
+	for end := len(q); ; {
+		p := strings.LastIndex(q[:end], name)
+		if p < 0 {
+			return q
+		}
+		v := p + len(name)
+		if n := valueLen(q[v:]); n >= 0 {
+			switch e := v + n; {
+			case e == len(q):
+				return q[:p]
+			case q[e] == '&':
+				return q[:p] + q[e+1:]
+			}
+		}
+		end = v - 1 // an earlier, perhaps overlapping, occurrence
+	}
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+func isAlpha(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// alnumRun matches exactly n ASCII letters or digits.
+func alnumRun(n int) func(string) int {
+	return func(v string) int {
+		if len(v) < n {
+			return -1
+		}
+		for i := 0; i < n; i++ {
+			if !isAlnum(v[i]) {
+				return -1
+			}
+		}
+		return n
+	}
+}
+
+// aspSessionValue matches [a-z]{8}=[a-z]{24}.
+func aspSessionValue(v string) int {
+	if len(v) < 33 || v[8] != '=' {
+		return -1
+	}
+	for i := 0; i < 33; i++ {
+		if i != 8 && !isAlpha(v[i]) {
+			return -1
+		}
+	}
+	return 33
+}
+
+// cfTokenValue matches [^&]+&cftoken=[^&]+.
+func cfTokenValue(v string) int {
+	i := strings.IndexByte(v, '&')
+	if i <= 0 || !strings.HasPrefix(v[i:], "&cftoken=") {
+		return -1
+	}
+	j := i + len("&cftoken=")
+	n := strings.IndexByte(v[j:], '&')
+	if n < 0 {
+		n = len(v) - j
+	}
+	if n == 0 {
+		return -1
+	}
+	return j + n
 }
 
 // surtParts canonicalizes raw and splits it into what SURT reorders. With

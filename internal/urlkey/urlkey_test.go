@@ -62,6 +62,42 @@ func TestSURT(t *testing.T) {
 	}
 }
 
+// FuzzQuerySessionIDs holds stripQuerySessionIDs to IA's expressions on
+// the queries it is given: ASCII without newlines.
+func FuzzQuerySessionIDs(f *testing.F) {
+	ia := []*regexp.Regexp{
+		regexp.MustCompile(`(?i)^(.*)(?:jsessionid=[0-9a-zA-Z]{32})(?:&(.*))?$`),
+		regexp.MustCompile(`(?i)^(.*)(?:phpsessid=[0-9a-zA-Z]{32})(?:&(.*))?$`),
+		regexp.MustCompile(`(?i)^(.*)(?:sid=[0-9a-zA-Z]{32})(?:&(.*))?$`),
+		regexp.MustCompile(`(?i)^(.*)(?:aspsessionid[a-zA-Z]{8}=[a-zA-Z]{24})(?:&(.*))?$`),
+		regexp.MustCompile(`(?i)^(.*)(?:cfid=[^&]+&cftoken=[^&]+)(?:&(.*))?$`),
+	}
+	id := "0123456789abcdef0123456789abcdef"
+	for _, q := range []string{
+		"a=1&b=2", "sid=" + id, "x=1&sid=" + id + "&y=2", "sid=" + id + "x&sid=" + id,
+		"jsessionid=" + id + "&phpsessid=" + id + "&sid=" + id, "sid=" + id + "&sid=" + id + "&",
+		"aspsessionidabcdefgh=abcdefghijklmnopqrstuvwx&z", "cfid=1&cftoken=2", "a=1&cfid=x&cftoken=&cfid=1&cftoken=2&b",
+		"cfid=&cftoken=1", "sid=sid=" + id, "ssid=" + id,
+	} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		q = strings.ToLower(q)
+		for i := 0; i < len(q); i++ {
+			if q[i] >= 0x80 || q[i] == '\n' {
+				return
+			}
+		}
+		want := q
+		for _, re := range ia {
+			want = re.ReplaceAllString(want, "$1$2")
+		}
+		if got := stripQuerySessionIDs(q); got != want {
+			t.Fatalf("stripQuerySessionIDs(%q) = %q, the expressions give %q", q, got, want)
+		}
+	})
+}
+
 // TestStripWWW checks the hand-written www strip against IA's expression.
 func TestStripWWW(t *testing.T) {
 	ia := regexp.MustCompile(`^www\d*\.`)

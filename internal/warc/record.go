@@ -48,17 +48,18 @@ func newID() string {
 func newRecord(typ, uri string, date time.Time, contentType string, block []byte) *Record {
 	r := &Record{Block: block}
 	r.Header.fields = make([]Field, 0, 12) // a crawled record's fields, without growing
-	r.Header.Set("WARC-Type", typ)
-	r.Header.Set("WARC-Record-ID", newID())
-	r.Header.Set("WARC-Date", FormatDate(date))
+	// The names are all different: Add, not Set, which looks for each.
+	r.Header.Add("WARC-Type", typ)
+	r.Header.Add("WARC-Record-ID", newID())
+	r.Header.Add("WARC-Date", FormatDate(date))
 	if uri != "" {
-		r.Header.Set("WARC-Target-URI", uri)
+		r.Header.Add("WARC-Target-URI", uri)
 	}
 	if contentType != "" {
-		r.Header.Set("Content-Type", contentType)
+		r.Header.Add("Content-Type", contentType)
 	}
-	r.Header.Set("WARC-Block-Digest", Digest(block))
-	r.Header.Set("Content-Length", strconv.Itoa(len(block)))
+	r.Header.Add("WARC-Block-Digest", Digest(block))
+	r.Header.Add("Content-Length", strconv.Itoa(len(block)))
 	return r
 }
 
@@ -118,14 +119,18 @@ func NewMetadata(uri string, date time.Time, fields []Field) *Record {
 }
 
 func warcFields(fields []Field) []byte {
-	var b bytes.Buffer
+	n := 0
 	for _, f := range fields {
-		b.WriteString(f.Name)
-		b.WriteString(": ")
-		b.WriteString(cleanValue(f.Value))
-		b.WriteString("\r\n")
+		n += len(f.Name) + len(": ") + len(f.Value) + len("\r\n")
 	}
-	return b.Bytes()
+	b := make([]byte, 0, n)
+	for _, f := range fields {
+		b = append(b, f.Name...)
+		b = append(b, ": "...)
+		b = append(b, cleanValue(f.Value)...)
+		b = append(b, "\r\n"...)
+	}
+	return b
 }
 
 // HTTPHeaderEnd returns the index just after the blank line that ends the

@@ -158,13 +158,57 @@ func ParseDate(s string) (time.Time, error) {
 // FormatDate formats t as a WARC 1.1 date in UTC with microseconds, the
 // precision WARC 1.1 allows and the capture clock honestly has.
 func FormatDate(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000000Z")
+	t = t.UTC()
+	year := t.Year()
+	if year < 0 || year > 9999 {
+		return t.Format(dateLayout)
+	}
+	// By hand: time.Format interprets its layout for each of the three
+	// records of every capture.
+	month, day := t.Month(), t.Day()
+	hour, minute, sec := t.Clock()
+	b := make([]byte, 0, len(dateLayout))
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond()/1000, 6)
+	return string(append(b, 'Z'))
+}
+
+const dateLayout = "2006-01-02T15:04:05.000000Z"
+
+// appendDigits appends v (0 ≤ v < 10^width, width ≤ 6) in width decimal
+// digits.
+func appendDigits(b []byte, v, width int) []byte {
+	start := len(b)
+	b = append(b, "000000"[:width]...)
+	for i := len(b) - 1; i >= start; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return b
 }
 
 // cleanValue replaces control characters other than tab with spaces: a CR
 // or LF in a value (a hostile URL, say) would otherwise start a new field.
 func cleanValue(s string) string {
-	if !strings.ContainsFunc(s, isCtl) {
+	clean := true
+	for i := 0; i < len(s); i++ { // bytes suffice: UTF-8 puts no control byte in a longer rune
+		if isCtl(rune(s[i])) {
+			clean = false
+			break
+		}
+	}
+	if clean {
 		return s
 	}
 	return strings.Map(func(r rune) rune {

@@ -122,6 +122,24 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// FormatDate by hand writes what time.Format does with the layout.
+func TestFormatDate(t *testing.T) {
+	for _, d := range []time.Time{
+		time.Date(2024, 1, 2, 3, 4, 5, 6_789_123, time.UTC),
+		time.Date(1996, 12, 31, 23, 59, 59, 999_999_999, time.FixedZone("x", -5*3600)),
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Unix(0, 0),
+		time.Now(),
+	} {
+		if got, want := FormatDate(d), d.UTC().Format("2006-01-02T15:04:05.000000Z"); got != want {
+			t.Errorf("FormatDate(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
 func TestHeaderInjection(t *testing.T) {
 	rec := NewRequest("http://example.com/\r\nWARC-Type: evil", when, []byte("x"))
 	dir := t.TempDir()
