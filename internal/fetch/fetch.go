@@ -416,13 +416,25 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 	}
 	c.rec.limit = -1
 	resp := &Response{RawRequest: raw, StatusCode: hresp.StatusCode, Header: hresp.Header, IP: c.ip, Protocol: "HTTP/1.1"}
-	payload, truncated := readBody(ctx, hresp.Body, f.cfg.MaxBodySize)
-	hresp.Body.Close()
-	resp.Truncated = truncated
-	resp.Body = payload
+	var bodyLen int64
+	if len(hresp.TransferEncoding) == 0 {
+		// Not chunked: the body is the last bytes read, and is taken from
+		// the raw response below rather than copied.
+		bodyLen, resp.Truncated = countBody(ctx, hresp.Body, f.cfg.MaxBodySize)
+	} else {
+		resp.Body, resp.Truncated = readBody(ctx, hresp.Body, f.cfg.MaxBodySize)
+	}
+	if resp.Truncated == "" {
+		hresp.Body.Close()
+	} // else the connection is closed unread: closing the body would read the rest of it, into Raw
 	consumed := len(c.rec.buf) - c.br.Buffered()
 	resp.Raw = c.rec.buf[:consumed:consumed]
-	if truncated == "" && !hresp.Close && c.br.Buffered() == 0 && ctx.Err() == nil {
+	if bodyLen > 0 {
+		start := consumed - int(bodyLen)
+		end := start + int(min(bodyLen, f.cfg.MaxBodySize))
+		resp.Body = resp.Raw[start:end:end]
+	}
+	if resp.Truncated == "" && !hresp.Close && c.br.Buffered() == 0 && ctx.Err() == nil {
 		keep = true
 		c.rec.buf = nil
 		c.nc.SetDeadline(time.Time{})
@@ -452,16 +464,31 @@ func poolKeyFor(f *Fetcher, u *url.URL, key string) (string, int) {
 func readBody(ctx context.Context, r io.Reader, max int64) ([]byte, string) {
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(r, max+1))
+	if n > max {
+		buf.Truncate(int(max))
+	}
+	return buf.Bytes(), stopReason(ctx, n, max, err)
+}
+
+// countBody reads a body as readBody does, keeping only its length (which
+// may be max+1).
+func countBody(ctx context.Context, r io.Reader, max int64) (int64, string) {
+	n, err := io.Copy(io.Discard, io.LimitReader(r, max+1))
+	return n, stopReason(ctx, n, max, err)
+}
+
+// stopReason says why reading n bytes of a body capped at max stopped
+// early (WARC-Truncated), or "".
+func stopReason(ctx context.Context, n, max int64, err error) string {
 	switch {
 	case n > max:
-		buf.Truncate(int(max))
-		return buf.Bytes(), "length"
+		return "length"
 	case err == nil:
-		return buf.Bytes(), ""
+		return ""
 	case ctx.Err() != nil || isTimeout(err):
-		return buf.Bytes(), "time"
+		return "time"
 	}
-	return buf.Bytes(), "disconnect"
+	return "disconnect"
 }
 
 func isTimeout(err error) bool {

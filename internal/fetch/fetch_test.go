@@ -292,6 +292,14 @@ func TestHostileResponses(t *testing.T) {
 		c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this"))
 		c.Close()
 	})
+	long := make([]byte, 2<<20)
+	for i := range long {
+		long[i] = byte(i * 7 % 251)
+	}
+	mux.HandleFunc("/long", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(len(long)))
+		w.Write(long)
+	})
 	mux.HandleFunc("/huge-headers", func(w http.ResponseWriter, r *http.Request) {
 		hj, _ := w.(http.Hijacker)
 		c, _, _ := hj.Hijack()
@@ -324,11 +332,19 @@ func TestHostileResponses(t *testing.T) {
 			t.Errorf("%s: decode error %v, body %d bytes, truncated %q", p, r.DecodeError, len(r.Body), r.Truncated)
 		}
 	}
-	if r, err := get("/endless"); err != nil || r.Truncated != "length" || len(r.Body) != 1<<20 {
-		t.Errorf("endless: %v %v", r, err)
+	// The rest of a cut body is not read: the raw response (what the WARC
+	// holds) is the headers, the body up to the cap, and what was buffered.
+	if r, err := get("/endless"); err != nil || r.Truncated != "length" || len(r.Body) != 1<<20 || len(r.Raw) > 1<<20+64<<10 {
+		t.Errorf("endless: %v, truncated %q, body %d bytes, raw %d bytes", err, r.Truncated, len(r.Body), len(r.Raw))
 	}
 	if _, err := get("/slowloris"); err == nil {
 		t.Error("slowloris: no error")
+	}
+	// A body with a Content-Length is cut at the cap too, and is the bytes
+	// sent, which end the raw response.
+	if r, err := get("/long"); err != nil || r.Truncated != "length" || !bytes.Equal(r.Body, long[:1<<20]) ||
+		!bytes.Contains(r.Raw, long[:1<<20]) || len(r.Raw) > 1<<20+64<<10 {
+		t.Errorf("long: %v, truncated %q, body %d bytes, raw %d bytes", err, r.Truncated, len(r.Body), len(r.Raw))
 	}
 	if r, err := get("/cut"); err != nil || r.Truncated != "disconnect" || string(r.Body) != "only this" {
 		t.Errorf("cut: %+v %v", r, err)

@@ -44,6 +44,7 @@ type Writer struct {
 	infoSize int64               // size of the segment's warcinfo member
 	rolled   bool                // a segment was created since the last Sync: the directory needs one too
 	encoders []*gzmember.Encoder // one per encoding goroutine, kept: each has learnt Huffman codes from the records before
+	arenas   [][]byte            // one per encoding goroutine: the members it made for the group being written
 	buf      []byte              // the bytes of the last group written
 }
 
@@ -264,13 +265,23 @@ func (w *Writer) encodeAll(recs []*Record, own []bool) ([][]byte, error) {
 	workers := min(runtime.GOMAXPROCS(0), len(recs))
 	for len(w.encoders) < workers {
 		w.encoders = append(w.encoders, new(gzmember.Encoder))
+		w.arenas = append(w.arenas, nil)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for _, enc := range w.encoders[:workers] {
+	for j, enc := range w.encoders[:workers] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Members go one after another into the goroutine's arena,
+			// reused from group to group: a member is only copied into
+			// the group's write.
+			arena := w.arenas[j][:0]
+			defer func() {
+				if cap(arena) <= maxKeptBuffer {
+					w.arenas[j] = arena
+				}
+			}()
 			var raw []byte
 			for {
 				i := int(next.Add(1) - 1)
@@ -278,7 +289,9 @@ func (w *Writer) encodeAll(recs []*Record, own []bool) ([][]byte, error) {
 					return
 				}
 				raw = recs[i].appendTo(raw[:0])
-				members[i], errs[i] = enc.Append(nil, raw, compressionKind(recs[i]))
+				start := len(arena)
+				arena, errs[i] = enc.Append(arena, raw, compressionKind(recs[i]))
+				members[i] = arena[start:len(arena):len(arena)]
 			}
 		}()
 	}
