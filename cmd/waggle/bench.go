@@ -42,6 +42,7 @@ func benchCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	websimFlags(fs, &opts.Web)
 	fs.IntVar(&opts.Workers, "workers", 64, "concurrency of waggle and of the plain loop")
 	fs.BoolVar(&opts.Wget, "wget", true, "also compare CPU per archived object with wget --warc-file")
+	fs.BoolVar(&opts.ColdServer, "cold-server", false, "give the crawl and the plain loop each a fresh websim, which renders every page on its first request, instead of a warmed one")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -33,6 +33,9 @@ type Options struct {
 	Web     websim.Config // the synthetic web
 	Workers int           // concurrency of waggle and of the plain loop
 	Wget    bool          // also run the wget comparison
+	// ColdServer gives the measured crawl and the plain loop each a fresh
+	// websim instead of warming one up with a first crawl.
+	ColdServer bool
 }
 
 // Run is one measured child process.
@@ -71,7 +74,7 @@ func Crawl(ctx context.Context, opts Options, out io.Writer) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
+	defer func() { stop() }() // the websim running at the end
 	fmt.Fprintf(out, "websim: %d hosts, %d pages, at %s\n", len(web.Hosts()), len(web.Pages()), proxy)
 
 	var runs []Run
@@ -82,11 +85,14 @@ func Crawl(ctx context.Context, opts Options, out io.Writer) ([]Run, error) {
 	// for, on the same CPUs: the first run over the URLs would pay about
 	// 45µs per page that the runs after it do not. A warm-up crawl makes
 	// the server's work the same for the crawl and the plain loop.
-	warm, err := runWaggle(ctx, opts, "warm-up crawl (not compared)", data, proxy, all, web.Seeds())
-	if err != nil {
-		return nil, err
+	// (Or, with ColdServer, each of the two meets a fresh one.)
+	if !opts.ColdServer {
+		warm, err := runWaggle(ctx, opts, "warm-up crawl (not compared)", data, proxy, all, web.Seeds())
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintln(out, warm)
 	}
-	fmt.Fprintln(out, warm)
 	w, err := runWaggle(ctx, opts, "waggle crawl (scope any)", data, proxy, all, web.Seeds())
 	if err != nil {
 		return nil, err
@@ -101,6 +107,13 @@ func Crawl(ctx context.Context, opts Options, out io.Writer) ([]Run, error) {
 	list := filepath.Join(opts.Dir, "urls.txt")
 	if err := os.WriteFile(list, []byte(strings.Join(urls, "\n")+"\n"), 0o644); err != nil {
 		return nil, err
+	}
+	if opts.ColdServer {
+		stop()
+		if proxy, stop, err = startWebsim(ctx, opts); err != nil {
+			stop = func() {}
+			return nil, err
+		}
 	}
 	p, err := runChild(ctx, "plain fetch loop (same URLs)", opts.Bin, "bench", "fetchloop",
 		"--proxy", proxy, "--workers", strconv.Itoa(opts.Workers), "--urls", list)
