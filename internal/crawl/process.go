@@ -350,12 +350,12 @@ func newItem(u string, depth int, via string) frontier.Item {
 // urlLog logs lines about one URL. Unlike slog.Logger.With it costs nothing
 // until a line is written, and almost every URL is crawled without one.
 type urlLog struct {
-	*slog.Logger
+	log *slog.Logger
 	url string
 }
 
-func (l urlLog) Debug(msg string, args ...any) { l.Logger.Debug(msg, l.args(args)...) }
-func (l urlLog) Warn(msg string, args ...any)  { l.Logger.Warn(msg, l.args(args)...) }
-func (l urlLog) Error(msg string, args ...any) { l.Logger.Error(msg, l.args(args)...) }
+func (l urlLog) Debug(msg string, args ...any) { l.log.Debug(msg, l.args(args)...) }
+func (l urlLog) Warn(msg string, args ...any)  { l.log.Warn(msg, l.args(args)...) }
+func (l urlLog) Error(msg string, args ...any) { l.log.Error(msg, l.args(args)...) }
 
 func (l urlLog) args(args []any) []any { return append([]any{"url", l.url}, args...) }

@@ -70,7 +70,7 @@ const maxTokenBytes = 1 << 20
 // collector deduplicates outlinks and enforces the link limit.
 type collector struct {
 	base  string
-	seen  map[string]bool
+	seen  map[Outlink]bool // by URL and kind: Path left empty
 	links []Outlink
 	max   int
 	full  bool
@@ -85,7 +85,7 @@ func (c *collector) add(ref string, kind Kind, path string) {
 	if err != nil {
 		return
 	}
-	k := string(rune('0'+kind)) + u
+	k := Outlink{URL: u, Kind: kind}
 	if c.seen[k] {
 		return
 	}
@@ -127,7 +127,7 @@ func SimHash(body []byte, contentType string) uint64 {
 
 func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) (Result, error) {
 	lim = lim.withDefaults()
-	c := &collector{base: pageURL, seen: map[string]bool{}, max: lim.MaxLinks}
+	c := &collector{base: pageURL, seen: map[Outlink]bool{}, max: lim.MaxLinks}
 	res := Result{Base: pageURL}
 	text, err := htmlBytes(body, contentType)
 	res.Truncated = err != nil // the page up to a decoding error is read
@@ -396,7 +396,7 @@ func Srcset(v string) []string {
 // CSS extracts url(...) and @import references from a stylesheet; all are Embeds.
 func CSS(body []byte, cssURL string, lim Limits) []Outlink {
 	lim = lim.withDefaults()
-	c := &collector{base: cssURL, seen: map[string]bool{}, max: lim.MaxLinks}
+	c := &collector{base: cssURL, seen: map[Outlink]bool{}, max: lim.MaxLinks}
 	cssLinks(c, body, "css")
 	return c.links
 }

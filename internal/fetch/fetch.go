@@ -430,8 +430,11 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 	consumed := len(c.rec.buf) - c.br.Buffered()
 	resp.Raw = c.rec.buf[:consumed:consumed]
 	if bodyLen > 0 {
+		// A cut body ends at the cap in Raw too: the byte past it, read
+		// to learn that there was more, is not archived.
 		start := consumed - int(bodyLen)
 		end := start + int(min(bodyLen, f.cfg.MaxBodySize))
+		resp.Raw = resp.Raw[:end:end]
 		resp.Body = resp.Raw[start:end:end]
 	}
 	if resp.Truncated == "" && !hresp.Close && c.br.Buffered() == 0 && ctx.Err() == nil {

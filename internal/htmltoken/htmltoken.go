@@ -779,7 +779,7 @@ func (z *Tokenizer) readTagAttrVal() {
 // Text returns a text token's text: "\r\n" and "\r" read as "\n", and,
 // outside script, style and the like, character references decoded; NUL
 // bytes in element content become U+FFFD. The slice is valid until the
-// next call.
+// next call, and may be the document's own bytes: it must not be changed.
 func (z *Tokenizer) Text() []byte {
 	if z.tt != html.TextToken {
 		return nil
@@ -840,8 +840,9 @@ func unescape(dst, s []byte, attribute bool) (_ []byte, ok bool) {
 		dec := html.UnescapeString(string(ref))
 		// Outside attributes a name that is no entity may begin with
 		// one ("&copyx" is "©x"); in attributes it may not. Such a
-		// reading keeps the name's last character.
-		if attribute && dec != string(ref) && dec[len(dec)-1] == ref[n-1] {
+		// reading keeps the name's last character. (Numeric references
+		// read the same in both.)
+		if attribute && ref[1] != '#' && dec != string(ref) && dec[len(dec)-1] == ref[n-1] {
 			return dst, false
 		}
 		dst = append(dst, dec...)
@@ -893,7 +894,8 @@ func refLen(s []byte, attribute bool) int {
 }
 
 // TagName returns a tag's lower-cased name, and whether it has attributes
-// left for TagAttr. The slice is valid until the next call.
+// left for TagAttr. The slice is valid until the next call, and may be the
+// document's own bytes: it must not be changed.
 func (z *Tokenizer) TagName() (name []byte, hasAttr bool) {
 	switch z.tt {
 	case html.StartTagToken, html.EndTagToken, html.SelfClosingTagToken:
@@ -936,7 +938,8 @@ func lowerNUL(dst, b []byte) []byte {
 
 // TagAttr returns the next attribute of a start tag: its lower-cased name,
 // its decoded value, and whether more follow. The slices are valid until
-// the next call.
+// the next call, and may be the document's own bytes: they must not be
+// changed.
 func (z *Tokenizer) TagAttr() (key, val []byte, more bool) {
 	if z.nAttrReturned >= len(z.attrs) || z.tt != html.StartTagToken && z.tt != html.SelfClosingTagToken {
 		return nil, nil, false

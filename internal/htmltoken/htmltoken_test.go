@@ -70,6 +70,7 @@ var seeds = []string{
 	"a\r\nb\rc\x00d<p t='\x00\r\n'>\x00</p><title>\x00&copy</title>",
 	`&copy &copyx &notit; &notin; &#65; &#x41; &#xZZ; &# &amp &ampx &semi; &fjlig;`,
 	`<a href="&copyx &copy=1 &amp=2 &semi; &notit; &lt">`,
+	`<a href="&#59; &#x38 &#38;amp; &#0; &#x110000; &#128;" title='&ampx&amp;'>`,
 	`<plaintext><p>all text &amp;`,
 	`<a b='unterminated`,
 	`text then <`,

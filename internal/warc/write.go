@@ -232,6 +232,10 @@ func (w *Writer) WriteMembers(members [][]byte) ([]Location, error) {
 // group of large payloads is not held in memory after it is written.
 const maxKeptBuffer = 8 << 20
 
+// maxKeptArena bounds each encoding goroutine's arena kept between groups
+// (a group of small records needs some hundreds of KiB over all of them).
+const maxKeptArena = 1 << 20
+
 // append writes members, total bytes, at the end of the segment.
 func (w *Writer) append(members [][]byte, total int) ([]Location, error) {
 	buf := slices.Grow(w.buf[:0], total) // reused: a group is written with one call
@@ -278,7 +282,7 @@ func (w *Writer) encodeAll(recs []*Record, own []bool) ([][]byte, error) {
 			// the group's write.
 			arena := w.arenas[j][:0]
 			defer func() {
-				if cap(arena) <= maxKeptBuffer {
+				if cap(arena) <= maxKeptArena {
 					w.arenas[j] = arena
 				}
 			}()
