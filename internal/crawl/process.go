@@ -130,7 +130,7 @@ func (c *Crawler) process(ctx context.Context, r result, resp *fetch.Response, p
 // prev when nothing changed, and the links to queue.
 func (c *Crawler) examine(ctx context.Context, r result, resp *fetch.Response, prev *recrawl.Entry, log urlLog) result {
 	var err error
-	if r.record, err = warc.NewResponse(resp.URL, resp.Start, resp.Raw); err != nil {
+	if r.record, err = warc.NewFetchedResponse(resp.URL, resp.Start, resp.Raw); err != nil {
 		log.Warn("unarchivable response", "err", err)
 		c.stats.errors.Add(1)
 		r.outcome = "error"
@@ -315,7 +315,7 @@ func (c *Crawler) fetchRobots(ctx context.Context, robotsURL string) (int, []byt
 		if err != nil {
 			return 0, nil, err
 		}
-		rec, err := warc.NewResponse(resp.URL, resp.Start, resp.Raw)
+		rec, err := warc.NewFetchedResponse(resp.URL, resp.Start, resp.Raw)
 		if err != nil {
 			return 0, nil, err
 		}

@@ -87,6 +87,29 @@ func NewResponse(uri string, date time.Time, raw []byte) (*Record, error) {
 	return r, nil
 }
 
+// NewFetchedResponse is NewResponse for a response an HTTP client has
+// parsed already, so that its header section needs no second reading: when
+// it names no chunked coding, the payload is simply what follows it.
+func NewFetchedResponse(uri string, date time.Time, raw []byte) (*Record, error) {
+	end := HTTPHeaderEnd(raw)
+	if end < 0 || containsFold(raw[:end], "chunked") {
+		return NewResponse(uri, date, raw)
+	}
+	r := newRecord(TypeResponse, uri, date, "application/http;msgtype=response", raw)
+	r.Header.Add("WARC-Payload-Digest", Digest(raw[end:]))
+	return r, nil
+}
+
+// containsFold reports whether b contains s (lower case ASCII), in any case.
+func containsFold(b []byte, s string) bool {
+	for i := 0; i+len(s) <= len(b); i++ {
+		if b[i]|0x20 == s[0] && strings.EqualFold(string(b[i:i+len(s)]), s) {
+			return true
+		}
+	}
+	return false
+}
+
 // RefersTo names the record a revisit refers to.
 type RefersTo struct {
 	ID, URI string

@@ -122,6 +122,35 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// A fetched response's record has the payload digest NewResponse gives,
+// without a second reading of its headers where they name no chunking.
+func TestNewFetchedResponse(t *testing.T) {
+	for _, raw := range []string{
+		rawResp,
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, CHUNKED\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX-Note: not chunked at all\r\n\r\nbody\r\n\r\nmore",
+		"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n",
+		"HTTP/1.0 200 OK\nContent-Type: text/plain\n\nbare LF",
+		"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n",
+	} {
+		want, werr := NewResponse("http://example.com/", when, []byte(raw))
+		got, gerr := NewFetchedResponse("http://example.com/", when, []byte(raw))
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%q: error %v, NewResponse's %v", raw, gerr, werr)
+		}
+		if werr != nil {
+			continue
+		}
+		for _, name := range []string{"WARC-Payload-Digest", "WARC-Block-Digest", "Content-Length", "WARC-Type"} {
+			if g, w := got.Header.Get(name), want.Header.Get(name); g != w {
+				t.Errorf("%q: %s %q, NewResponse gives %q", raw, name, g, w)
+			}
+		}
+	}
+}
+
 // FormatDate by hand writes what time.Format does with the layout.
 func TestFormatDate(t *testing.T) {
 	for _, d := range []time.Time{
