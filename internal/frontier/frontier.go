@@ -595,12 +595,27 @@ func (f *Frontier) consider(h *host) {
 
 // Next blocks until a host may be fetched and returns its next URL.
 func (f *Frontier) Next(ctx context.Context) (Lease, error) {
-	stop := context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		f.cond.Broadcast()
-		f.mu.Unlock()
-	})
-	defer stop()
+	// A cancelled ctx wakes the wait below; registered only before a
+	// first wait, as most calls find a host ready.
+	var stop func() bool
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	wait := func() {
+		if stop == nil {
+			stop = context.AfterFunc(ctx, func() {
+				f.mu.Lock()
+				f.cond.Broadcast()
+				f.mu.Unlock()
+			})
+			if ctx.Err() != nil {
+				return // the loop sees it; no broadcast may come while f.mu is held
+			}
+		}
+		f.cond.Wait()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for {
@@ -611,14 +626,14 @@ func (f *Frontier) Next(ctx context.Context) (Lease, error) {
 			if f.stats.InFlight == 0 {
 				return Lease{}, ErrEmpty
 			}
-			f.cond.Wait()
+			wait()
 			continue
 		}
 		h := f.ready[0]
 		now := f.opts.Now()
-		if wait := h.readyAt.Sub(now); wait > 0 {
-			f.wakeAt(wait)
-			f.cond.Wait()
+		if d := h.readyAt.Sub(now); d > 0 {
+			f.wakeAt(d)
+			wait()
 			continue
 		}
 		heap.Pop(&f.ready)
