@@ -53,9 +53,9 @@ func Of(text string) uint64 {
 // OfHTML returns the SimHash of the visible text of an HTML page: it is
 // Of(Text(page)).
 func OfHTML(page []byte) uint64 {
-	var s state
-	s.words(Text(page))
-	return s.sum()
+	var v Visible
+	v.read(page)
+	return v.Sum()
 }
 
 // Distance returns the number of bits in which a and b differ.
@@ -84,28 +84,33 @@ func (s *state) words(text string) {
 			r, size = utf8.DecodeRuneInString(text[i:])
 		}
 		i += size
-		switch {
-		case r < utf8.RuneSelf && 'a' <= r && r <= 'z':
-			s.word = append(s.word, byte(r))
-		case r < utf8.RuneSelf && '0' <= r && r <= '9':
-			s.word = append(s.word, '0')
-		case r < utf8.RuneSelf && 'A' <= r && r <= 'Z':
-			s.word = append(s.word, byte(r+'a'-'A'))
-		case r < utf8.RuneSelf:
-			s.endWord()
-		case unspaced(r):
-			s.endWord()
-			s.word = utf8.AppendRune(s.word, r)
-			s.endWord()
-		case unicode.IsDigit(r):
-			s.word = append(s.word, '0')
-		case unicode.IsLetter(r) || unicode.IsMark(r):
-			s.word = utf8.AppendRune(s.word, unicode.ToLower(r))
-		default:
-			s.endWord()
-		}
+		s.rune(r)
 	}
 	s.endWord()
+}
+
+// rune reads the next character of the text.
+func (s *state) rune(r rune) {
+	switch {
+	case r < utf8.RuneSelf && 'a' <= r && r <= 'z':
+		s.word = append(s.word, byte(r))
+	case r < utf8.RuneSelf && '0' <= r && r <= '9':
+		s.word = append(s.word, '0')
+	case r < utf8.RuneSelf && 'A' <= r && r <= 'Z':
+		s.word = append(s.word, byte(r+'a'-'A'))
+	case r < utf8.RuneSelf:
+		s.endWord()
+	case unspaced(r):
+		s.endWord()
+		s.word = utf8.AppendRune(s.word, r)
+		s.endWord()
+	case unicode.IsDigit(r):
+		s.word = append(s.word, '0')
+	case unicode.IsLetter(r) || unicode.IsMark(r):
+		s.word = utf8.AppendRune(s.word, unicode.ToLower(r))
+	default:
+		s.endWord()
+	}
 }
 
 // unspaced reports whether r belongs to a script written without spaces

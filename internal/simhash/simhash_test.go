@@ -2,6 +2,7 @@ package simhash
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
 	"strings"
@@ -301,6 +302,13 @@ func TestHostileInput(t *testing.T) {
 		"entities":         bytes.Repeat([]byte("&amp;&#x10FFFF;&#0;&bogus;"), size/26),
 		"huge attribute":   append(append([]byte("<p title=\""), bytes.Repeat([]byte("a"), size)...), "\">after"...),
 		"nested templates": bytes.Repeat([]byte("<template>"), size/10),
+	}
+	// Where the 1 MiB cut falls inside a character, at a space or at a
+	// byte that is no UTF-8 (written as three): OfHTML reads the text
+	// without writing it, and must cut it where Text does.
+	for shift := range 4 {
+		inputs[fmt.Sprintf("characters cut at the limit, shift %d", shift)] =
+			append([]byte(strings.Repeat("a", shift)), bytes.Repeat([]byte("é日\xffx <p>y\x00 "), (2<<20)/14)...)
 	}
 	for name, in := range inputs {
 		text := Text(in)

@@ -34,15 +34,21 @@ func Text(page []byte) string {
 
 // appendText appends the visible text of page to b.
 func appendText(b []byte, page []byte) []byte {
+	v := Visible{w: &textWriter{b: b, start: len(b)}}
+	v.read(page)
+	return v.w.done()
+}
+
+// read tokenizes page (its first maxInput bytes) into v.
+func (v *Visible) read(page []byte) {
 	if len(page) > maxInput {
 		page = page[:maxInput]
 	}
-	v := Visible{w: textWriter{b: b, start: len(b)}}
 	z := htmltoken.New(page)
 	for !v.Full() {
 		switch tt := z.Next(); tt {
 		case html.ErrorToken:
-			return v.w.done()
+			return
 		case html.TextToken:
 			v.Text(z.Text())
 		case html.StartTagToken, html.SelfClosingTagToken, html.EndTagToken:
@@ -50,7 +56,6 @@ func appendText(b []byte, page []byte) []byte {
 			v.Tag(tt, atom.Lookup(name))
 		}
 	}
-	return v.w.done()
 }
 
 // Visible collects the visible text of an HTML page (as Text defines it)
@@ -58,7 +63,10 @@ func appendText(b []byte, page []byte) []byte {
 // for every start, self-closing and end tag and Text for every text token,
 // in order; other tokens do not matter. The zero Visible is ready.
 type Visible struct {
-	w        textWriter
+	// The text goes straight into the SimHash (h), or, to be returned by
+	// Text, into w.
+	h        hasher
+	w        *textWriter
 	skipRaw  bool // the next text token is the content of a hidden raw-text element
 	template int  // depth of template elements, whose contents are inert
 }
@@ -83,26 +91,44 @@ func (v *Visible) Tag(tt html.TokenType, a atom.Atom) {
 		}
 	}
 	if !inline(a) {
-		v.w.space()
+		if v.w != nil {
+			v.w.space()
+		} else {
+			v.h.pending = true
+		}
 	}
 }
 
 // Text notes the (unescaped) text of a text token.
 func (v *Visible) Text(s []byte) {
 	if !v.skipRaw && v.template == 0 && !v.Full() {
-		v.w.text(s)
+		if v.w != nil {
+			v.w.text(s)
+		} else {
+			v.h.text(s)
+		}
 	}
 	v.skipRaw = false
 }
 
 // Full reports whether the text reached its bound (1 MiB): more tokens
 // change nothing.
-func (v *Visible) Full() bool { return len(v.w.b)-v.w.start >= maxText }
+func (v *Visible) Full() bool {
+	if v.w != nil {
+		return len(v.w.b)-v.w.start >= maxText
+	}
+	return v.h.full
+}
 
 // Sum returns the SimHash of the text collected: Of(the text).
 func (v *Visible) Sum() uint64 {
-	var s state
-	s.words(string(v.w.done()))
+	if v.w != nil {
+		var s state
+		s.words(string(v.w.done()))
+		return s.sum()
+	}
+	s := v.h.s // a copy: Sum may be called again
+	s.endWord()
 	return s.sum()
 }
 
@@ -156,6 +182,50 @@ func (w *textWriter) text(s []byte) {
 			}
 		}
 		i += size
+	}
+}
+
+// hasher reads text into a SimHash state as textWriter would write it, and
+// as Of would then read it, without writing it: the same characters, a
+// space as a word break, and the same cut at maxText bytes.
+type hasher struct {
+	s       state
+	n       int  // bytes of text so far
+	pending bool // a space is due before the next non-space
+	full    bool // a character did not fit in maxText
+}
+
+func (h *hasher) text(b []byte) {
+	for i := 0; i < len(b) && !h.full; {
+		r, size := rune(b[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRune(b[i:])
+		}
+		i += size
+		switch {
+		case r == 0:
+		case isSpace(r):
+			h.pending = true
+		default:
+			if h.pending && h.n > 0 {
+				if h.n+1 > maxText {
+					h.full = true
+					return
+				}
+				h.n++
+				h.s.endWord()
+			}
+			h.pending = false
+			if r == utf8.RuneError && size == 1 {
+				size = len("\uFFFD") // as textWriter writes a byte that is no UTF-8
+			}
+			if h.n+size > maxText {
+				h.full = true
+				return
+			}
+			h.n += size
+			h.s.rune(r)
+		}
 	}
 }
 
