@@ -260,12 +260,23 @@ func (z *Tokenizer) readRawOrRCDATA() {
 // readRawEndTag reads the rest of "</" + z.rawTag and what ends the tag
 // name; when they are there it moves back to the "<" and reports true.
 func (z *Tokenizer) readRawEndTag() bool {
-	for i := 0; i < len(z.rawTag); i++ {
+	if z.readTagNameOf(z.rawTag) {
+		z.end -= len("</") + len(z.rawTag) + 1
+		return true
+	}
+	return false
+}
+
+// readTagNameOf reads name (lower-case letters, matched in any case) and a
+// character that ends a tag name, or unreads the character that does not
+// match.
+func (z *Tokenizer) readTagNameOf(name string) bool {
+	for i := 0; i < len(name); i++ {
 		c := z.readByte()
 		if z.err != nil {
 			return false
 		}
-		if c != z.rawTag[i] && c != z.rawTag[i]-('a'-'A') {
+		if c != name[i] && c != name[i]-('a'-'A') {
 			z.end--
 			return false
 		}
@@ -276,7 +287,6 @@ func (z *Tokenizer) readRawEndTag() bool {
 	}
 	switch c {
 	case ' ', '\n', '\r', '\t', '\f', '/', '>':
-		z.end -= len("</") + len(z.rawTag) + 1
 		return true
 	}
 	z.end--
@@ -284,204 +294,106 @@ func (z *Tokenizer) readRawEndTag() bool {
 }
 
 // readScript reads a script element's content up to its end tag, with the
-// standard's rules for "<!--" and "<script" inside it (§13.2.5.4–.21).
+// standard's rules for "<!--" and "<script" inside it (§13.2.5.4–.21), as
+// x/net/html follows them. The states that decide where the script ends
+// are script data, escaped (after "<!--") and double escaped (after a
+// "<script" inside the escape), each with the dashes just read.
 func (z *Tokenizer) readScript() {
 	defer func() { z.data.end = z.end }()
-	var c byte
-
-scriptData:
-	if !z.skipTo('<') {
-		return
-	}
-	goto scriptDataLessThanSign
-
-scriptDataLessThanSign:
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	switch c {
-	case '/':
-		goto scriptDataEndTagOpen
-	case '!':
-		goto scriptDataEscapeStart
-	}
-	z.end--
-	goto scriptData
-
-scriptDataEndTagOpen:
-	if z.readRawEndTag() || z.err != nil {
-		return
-	}
-	goto scriptData
-
-scriptDataEscapeStart:
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	if c == '-' {
-		goto scriptDataEscapeStartDash
-	}
-	z.end--
-	goto scriptData
-
-scriptDataEscapeStartDash:
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	if c == '-' {
-		goto scriptDataEscapedDashDash
-	}
-	z.end--
-	goto scriptData
-
-scriptDataEscaped:
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	switch c {
-	case '-':
-		goto scriptDataEscapedDash
-	case '<':
-		goto scriptDataEscapedLessThanSign
-	}
-	goto scriptDataEscaped
-
-scriptDataEscapedDash:
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	switch c {
-	case '-':
-		goto scriptDataEscapedDashDash
-	case '<':
-		goto scriptDataEscapedLessThanSign
-	}
-	goto scriptDataEscaped
-
-scriptDataEscapedDashDash:
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	switch c {
-	case '-':
-		goto scriptDataEscapedDashDash
-	case '<':
-		goto scriptDataEscapedLessThanSign
-	case '>':
-		goto scriptData
-	}
-	goto scriptDataEscaped
-
-scriptDataEscapedLessThanSign:
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	if c == '/' {
-		goto scriptDataEscapedEndTagOpen
-	}
-	if isLetter(c) {
-		goto scriptDataDoubleEscapeStart
-	}
-	z.end--
-	goto scriptData
-
-scriptDataEscapedEndTagOpen:
-	if z.readRawEndTag() || z.err != nil {
-		return
-	}
-	goto scriptDataEscaped
-
-scriptDataDoubleEscapeStart:
-	z.end--
-	for i := 0; i < len("script"); i++ {
-		c = z.readByte()
+	const (
+		plain = iota
+		escaped
+		double
+	)
+	state, dashes := plain, 0
+	for {
+		if state == plain {
+			if !z.skipTo('<') {
+				return
+			}
+			c := z.readByte()
+			if z.err != nil {
+				return
+			}
+			switch c {
+			case '/':
+				if z.readRawEndTag() || z.err != nil {
+					return
+				}
+			case '!': // "<!--" starts an escape
+				if !z.readDashes() {
+					if z.err != nil {
+						return
+					}
+					continue
+				}
+				state, dashes = escaped, 2
+			default:
+				z.end--
+			}
+			continue
+		}
+		c := z.readByte()
 		if z.err != nil {
 			return
 		}
-		if c != "script"[i] && c != "SCRIPT"[i] {
-			z.end--
-			goto scriptDataEscaped
+		switch c {
+		case '-':
+			dashes = min(dashes+1, 2)
+			continue
+		case '>':
+			if dashes == 2 {
+				state, dashes = plain, 0
+				continue
+			}
+		case '<':
+			dashes = 0
+			c = z.readByte()
+			if z.err != nil {
+				return
+			}
+			switch {
+			case c == '/' && state == escaped:
+				if z.readRawEndTag() || z.err != nil {
+					return
+				}
+			case c == '/': // double escaped: "</script" ends only the inner escape
+				if z.readRawEndTag() {
+					z.end += len("</script>")
+					state = escaped
+				} else if z.err != nil {
+					return
+				}
+			case state == escaped && isLetter(c):
+				z.end--
+				if z.readTagNameOf("script") {
+					state = double
+				} else if z.err != nil {
+					return
+				}
+			case state == escaped:
+				z.end--
+				state = plain // as x/net/html does
+			default:
+				z.end--
+			}
+			continue
+		}
+		dashes = 0
+	}
+}
+
+// readDashes reads the "--" of "<!--", or unreads what is not a dash.
+func (z *Tokenizer) readDashes() bool {
+	for range 2 {
+		if c := z.readByte(); z.err != nil || c != '-' {
+			if z.err == nil {
+				z.end--
+			}
+			return false
 		}
 	}
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	switch c {
-	case ' ', '\n', '\r', '\t', '\f', '/', '>':
-		goto scriptDataDoubleEscaped
-	}
-	z.end--
-	goto scriptDataEscaped
-
-scriptDataDoubleEscaped:
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	switch c {
-	case '-':
-		goto scriptDataDoubleEscapedDash
-	case '<':
-		goto scriptDataDoubleEscapedLessThanSign
-	}
-	goto scriptDataDoubleEscaped
-
-scriptDataDoubleEscapedDash:
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	switch c {
-	case '-':
-		goto scriptDataDoubleEscapedDashDash
-	case '<':
-		goto scriptDataDoubleEscapedLessThanSign
-	}
-	goto scriptDataDoubleEscaped
-
-scriptDataDoubleEscapedDashDash:
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	switch c {
-	case '-':
-		goto scriptDataDoubleEscapedDashDash
-	case '<':
-		goto scriptDataDoubleEscapedLessThanSign
-	case '>':
-		goto scriptData
-	}
-	goto scriptDataDoubleEscaped
-
-scriptDataDoubleEscapedLessThanSign:
-	c = z.readByte()
-	if z.err != nil {
-		return
-	}
-	if c == '/' {
-		goto scriptDataDoubleEscapeEnd
-	}
-	z.end--
-	goto scriptDataDoubleEscaped
-
-scriptDataDoubleEscapeEnd:
-	if z.readRawEndTag() {
-		z.end += len("</script>")
-		goto scriptDataEscaped
-	}
-	if z.err != nil {
-		return
-	}
-	goto scriptDataDoubleEscaped
+	return true
 }
 
 // readComment reads a comment after its "<!--", to "-->", "--!>" or the

@@ -83,6 +83,16 @@ var seeds = []string{
 	`<scrIPT>a</SCRipt x>b`,
 	`<script><!--<script>--></script>x</script>y`,
 	`<script><!--a<b</script>`,
+	`<script><!--<!x</script>y`,
+	`<script><!--<scriptx>--></script>y`,
+	`<script><!--<script></script>--></script>y`,
+	`<SCRIPT><!--<Script/>x</SCRIPT >--->y</script>z`,
+	`<script><!--- -->-></script>z`,
+	`<script><!-- -- > --></script>z<script><!--<script>--><</script>`,
+	`<script><!`, `<script><!-`, `<script><!--<scrip`, `<script><!--<script>-</`,
+	`<script><!--<!<script></script>x--></script>y`,
+	`<script><!--x-><script></script>y</script>z`,
+	`<script><!--><script></script>y</script>z`,
 	`<title>a</titlex></title>`,
 }
 
