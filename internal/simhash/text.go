@@ -117,7 +117,7 @@ func (v *Visible) Full() bool {
 	if v.w != nil {
 		return len(v.w.b)-v.w.start >= maxText
 	}
-	return v.h.full
+	return v.h.full || v.h.n >= maxText
 }
 
 // Sum returns the SimHash of the text collected: Of(the text).

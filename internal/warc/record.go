@@ -89,15 +89,26 @@ func NewResponse(uri string, date time.Time, raw []byte) (*Record, error) {
 
 // NewFetchedResponse is NewResponse for a response an HTTP client has
 // parsed already, so that its header section needs no second reading: when
-// it names no chunked coding, the payload is simply what follows it.
+// it names no chunked coding, the payload is simply what follows it. (A
+// section with any non-ASCII byte is read as NewResponse reads it, whose
+// case folding is Unicode's: "chun\u212aed" is chunked to it.)
 func NewFetchedResponse(uri string, date time.Time, raw []byte) (*Record, error) {
 	end := HTTPHeaderEnd(raw)
-	if end < 0 || containsFold(raw[:end], "chunked") {
+	if end < 0 || containsFold(raw[:end], "chunked") || !isASCII(raw[:end]) {
 		return NewResponse(uri, date, raw)
 	}
 	r := newRecord(TypeResponse, uri, date, "application/http;msgtype=response", raw)
 	r.Header.Add("WARC-Payload-Digest", Digest(raw[end:]))
 	return r, nil
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // containsFold reports whether b contains s (lower case ASCII), in any case.

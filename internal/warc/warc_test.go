@@ -134,6 +134,9 @@ func TestNewFetchedResponse(t *testing.T) {
 		"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n",
 		"HTTP/1.0 200 OK\nContent-Type: text/plain\n\nbare LF",
 		"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n",
+		// net/http ignores Transfer-Encoding in HTTP/1.0; HTTPPayload's
+		// Unicode case folding reads the Kelvin sign as a k.
+		"HTTP/1.0 200 OK\r\nTransfer-Encoding: chun\u212aed\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
 	} {
 		want, werr := NewResponse("http://example.com/", when, []byte(raw))
 		got, gerr := NewFetchedResponse("http://example.com/", when, []byte(raw))
