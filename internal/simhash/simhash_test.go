@@ -306,14 +306,15 @@ func TestHostileInput(t *testing.T) {
 	// Where the 1 MiB cut falls inside a character, at a space or at a
 	// byte that is no UTF-8 (written as three): OfHTML reads the text
 	// without writing it, and must cut it where Text does.
+	inputs["space at the cut"] = []byte(strings.Repeat("a", maxText-1) + " bcd")
 	for shift := range 4 {
 		inputs[fmt.Sprintf("characters cut at the limit, shift %d", shift)] =
 			append([]byte(strings.Repeat("a", shift)), bytes.Repeat([]byte("é日\xffx <p>y\x00 "), (2<<20)/14)...)
 	}
 	for name, in := range inputs {
 		text := Text(in)
-		if len(text) > maxText || !utf8.ValidString(text) {
-			t.Errorf("%s: Text returned %d bytes, valid UTF-8 %v", name, len(text), utf8.ValidString(text))
+		if len(text) > maxText || !utf8.ValidString(text) || strings.TrimSpace(text) != text {
+			t.Errorf("%s: Text returned %d bytes, valid UTF-8 %v, %q at its end", name, len(text), utf8.ValidString(text), text[max(0, len(text)-3):])
 		}
 		if f, g := OfHTML(in), Of(text); f != g {
 			t.Errorf("%s: OfHTML = %x, Of(Text) = %x", name, f, g)

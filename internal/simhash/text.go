@@ -236,6 +236,9 @@ func (w *textWriter) done() []byte {
 		for end > w.start && !utf8.RuneStart(w.b[end]) {
 			end--
 		}
+		if end > w.start && w.b[end-1] == ' ' {
+			end-- // the cut fell after a space, whose word is cut off
+		}
 		w.b = w.b[:end]
 	}
 	return w.b
