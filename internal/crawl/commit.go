@@ -259,7 +259,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 		}
 	}
 	for _, cp := range newPayloads {
-		c.rememberPayload(cp.Digest, recrawl.Ref{URL: cp.URL, Time: cp.Time, RecordID: cp.RecordID})
+		c.rememberPayload(cp.Digest, refTo(cp))
 	}
 	c.stats.captures.Add(captures)
 	c.stats.bytes.Add(bytes)
@@ -285,7 +285,6 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]index.Capture) (index.Capture, []*warc.Record, error) {
 	resp := r.resp
 	rec := r.record
-	var err error
 	digest := rec.Header.Get("WARC-Payload-Digest")
 	capType := warc.TypeResponse
 	mime := mediaType(resp.Header, nil)
@@ -294,19 +293,9 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 		// it are revisit records that point at the first (identical-payload
 		// profile). The worker looked before; this sees what was committed
 		// since, and earlier results of this group.
-		first, seen := firstInGroup[digest]
-		ref := recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}
-		if !seen {
-			ref, seen = c.recentPayloads[digest]
-		}
-		if !seen && c.digests.TestString(digest) {
-			if first, seen, err = index.ByDigest(b, digest); err != nil {
-				return index.Capture{}, nil, err
-			}
-			ref = recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}
-			if seen {
-				c.rememberPayload(digest, ref)
-			}
+		ref, seen, err := c.storedPayload(b, digest, firstInGroup)
+		if err != nil {
+			return index.Capture{}, nil, err
 		}
 		if seen {
 			r.revisit = &revisitOf{profile: warc.ProfileIdenticalPayload, digest: digest, ref: ref}
@@ -358,6 +347,33 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 		firstInGroup[digest] = cp
 	}
 	return cp, recs, nil
+}
+
+// storedPayload finds the first capture of a payload already archived: in
+// this group, among the payloads met lately, or in the digest index (which
+// the Bloom filter says may have it).
+func (c *Crawler) storedPayload(b *pebble.Batch, digest string, firstInGroup map[string]index.Capture) (recrawl.Ref, bool, error) {
+	if first, ok := firstInGroup[digest]; ok {
+		return refTo(first), true, nil
+	}
+	if ref, ok := c.recentPayloads[digest]; ok {
+		return ref, true, nil
+	}
+	if !c.digests.TestString(digest) {
+		return recrawl.Ref{}, false, nil
+	}
+	first, ok, err := index.ByDigest(b, digest)
+	if err != nil || !ok {
+		return recrawl.Ref{}, false, err
+	}
+	c.rememberPayload(digest, refTo(first))
+	return refTo(first), true, nil
+}
+
+// refTo is the reference a revisit, or a URL's re-crawl entry, keeps to the
+// capture that stored a payload.
+func refTo(c index.Capture) recrawl.Ref {
+	return recrawl.Ref{URL: c.URL, Time: c.Time, RecordID: c.RecordID}
 }
 
 // recentPayloadsMax bounds the committer's memory of recent payloads

@@ -198,7 +198,7 @@ func (c *Crawler) seenElsewhere(ctx context.Context, digest string, resp *fetch.
 	}
 	rv := &revisitOf{profile: warc.ProfileIdenticalPayload, digest: digest}
 	if first, ok, err := index.ByDigest(c.db, digest); err == nil && ok {
-		rv.ref = recrawl.Ref{URL: first.URL, Time: first.Time, RecordID: first.RecordID}
+		rv.ref = refTo(first)
 		return rv
 	}
 	// An owner slow to answer costs a stored duplicate, not a stalled

@@ -148,7 +148,7 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 		if r.revisit != nil {
 			e.Payload = r.revisit.ref
 		} else {
-			e.Payload = recrawl.Ref{URL: cp.URL, Time: cp.Time, RecordID: cp.RecordID}
+			e.Payload = refTo(*cp)
 		}
 		if changed {
 			urls := make([]string, len(r.outlinks))
@@ -293,9 +293,9 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 		e := recrawl.Entry{URL: cp.URL, Digest: cp.Digest, MIME: cp.MIME, SimHash: cp.SimHash, Due: now}
 		e.State, _ = c.cfg.Schedules.For(cp.URL).First(now)
 		if cp.Type == warc.TypeResponse {
-			e.Payload = recrawl.Ref{URL: cp.URL, Time: cp.Time, RecordID: cp.RecordID}
+			e.Payload = refTo(cp)
 		} else if orig, ok, err := index.ByDigest(c.db, cp.Digest); err == nil && ok {
-			e.Payload = recrawl.Ref{URL: orig.URL, Time: orig.Time, RecordID: orig.RecordID}
+			e.Payload = refTo(orig)
 		}
 		if !e.Captured() {
 			e.Digest = "" // nothing to compare with: the revisit fetches in full

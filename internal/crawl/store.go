@@ -161,11 +161,11 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) error
 	e.Digest, e.MIME, e.SimHash = cp.Digest, cp.MIME, cp.SimHash
 	switch {
 	case cp.Type == warc.TypeResponse:
-		e.Payload = recrawl.Ref{URL: cp.URL, Time: cp.Time, RecordID: cp.RecordID}
+		e.Payload = refTo(cp)
 	case cp.Digest != old.Digest || !had:
 		e.Payload = recrawl.Ref{}
 		if orig, ok, err := index.ByDigest(b, cp.Digest); err == nil && ok {
-			e.Payload = recrawl.Ref{URL: orig.URL, Time: orig.Time, RecordID: orig.RecordID}
+			e.Payload = refTo(orig)
 		}
 	}
 	if !had || !old.Due.IsZero() {

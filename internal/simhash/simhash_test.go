@@ -323,6 +323,23 @@ func TestHostileInput(t *testing.T) {
 	if got := Text(inputs["one huge script"]); got != "before" {
 		t.Errorf("huge script: Text = %.40q", got)
 	}
+	// The bound is exact: a text of maxText bytes is whole, a character
+	// that would end past it is left out, and with it the space before it.
+	for _, c := range []struct {
+		page string
+		want int
+	}{
+		{strings.Repeat("a", maxText), maxText},
+		{strings.Repeat("a", maxText) + "b", maxText},
+		{strings.Repeat("a", maxText-1) + "é", maxText - 1},
+		{strings.Repeat("a", maxText-2) + "é", maxText},
+		{strings.Repeat("a", maxText-2) + " b", maxText},
+		{strings.Repeat("a", maxText-1) + " b", maxText - 1},
+	} {
+		if got := Text([]byte(c.page)); len(got) != c.want {
+			t.Errorf("a text of %d bytes kept %d, want %d", len(c.page), len(got), c.want)
+		}
+	}
 	if got := Text(inputs["text only"]); !strings.HasPrefix(got, "lorem ipsum dolor sit amet lorem") || len(got) < maxText-30 {
 		t.Errorf("text only: Text = %.40q… (%d bytes)", got, len(got))
 	}

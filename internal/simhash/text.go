@@ -34,9 +34,9 @@ func Text(page []byte) string {
 
 // appendText appends the visible text of page to b.
 func appendText(b []byte, page []byte) []byte {
-	v := Visible{w: &textWriter{b: b, start: len(b)}}
+	v := Visible{w: textWriter{keep: true, b: b}}
 	v.read(page)
-	return v.w.done()
+	return v.w.b
 }
 
 // read tokenizes page (its first maxInput bytes) into v.
@@ -63,10 +63,7 @@ func (v *Visible) read(page []byte) {
 // for every start, self-closing and end tag and Text for every text token,
 // in order; other tokens do not matter. The zero Visible is ready.
 type Visible struct {
-	// The text goes straight into the SimHash (h), or, to be returned by
-	// Text, into w.
-	h        hasher
-	w        *textWriter
+	w        textWriter
 	skipRaw  bool // the next text token is the content of a hidden raw-text element
 	template int  // depth of template elements, whose contents are inert
 }
@@ -91,43 +88,28 @@ func (v *Visible) Tag(tt html.TokenType, a atom.Atom) {
 		}
 	}
 	if !inline(a) {
-		if v.w != nil {
-			v.w.space()
-		} else {
-			v.h.pending = true
-		}
+		v.w.pending = true
 	}
 }
 
 // Text notes the (unescaped) text of a text token.
 func (v *Visible) Text(s []byte) {
 	if !v.skipRaw && v.template == 0 && !v.Full() {
-		if v.w != nil {
-			v.w.text(s)
-		} else {
-			v.h.text(s)
-		}
+		v.w.text(s)
 	}
 	v.skipRaw = false
 }
 
 // Full reports whether the text reached its bound (1 MiB): more tokens
 // change nothing.
-func (v *Visible) Full() bool {
-	if v.w != nil {
-		return len(v.w.b)-v.w.start >= maxText
-	}
-	return v.h.full || v.h.n >= maxText
-}
+func (v *Visible) Full() bool { return v.w.full || v.w.n >= maxText }
 
 // Sum returns the SimHash of the text collected: Of(the text).
 func (v *Visible) Sum() uint64 {
-	if v.w != nil {
-		var s state
-		s.words(string(v.w.done()))
-		return s.sum()
+	if v.w.keep {
+		return Of(string(v.w.b[len(v.w.b)-v.w.n:]))
 	}
-	s := v.h.s // a copy: Sum may be called again
+	s := v.w.s // a copy: Sum may be called again
 	s.endWord()
 	return s.sum()
 }
@@ -148,105 +130,77 @@ func inline(a atom.Atom) bool {
 	return false
 }
 
-// textWriter appends text with white space collapsed.
+// textWriter takes a page's visible text with white space collapsed, up to
+// maxText bytes, cut after a whole character. It appends the text to b
+// (keep), or reads it straight into a SimHash state as Of would read the
+// text: the same characters, a space a word break.
 type textWriter struct {
-	b       []byte
-	start   int  // where the text begins in b
-	pending bool // a space is due before the next non-space
+	keep    bool
+	b       []byte // the text is appended here, when kept
+	s       state  // or read here
+	n       int    // bytes of text so far
+	pending bool   // a space is due before the next character
+	full    bool   // a character did not fit in maxText
 }
 
-func (w *textWriter) space() { w.pending = true }
-
-// text appends s, whose entities are decoded, collapsing white space.
+// text takes s, whose entities are decoded.
 func (w *textWriter) text(s []byte) {
-	for i := 0; i < len(s); {
+	for i := 0; i < len(s) && !w.full; {
 		r, size := rune(s[i]), 1
 		if r >= utf8.RuneSelf {
 			r, size = utf8.DecodeRune(s[i:])
 		}
+		i += size
 		switch {
 		case r == 0:
 			// Browsers drop NUL from text; the tokenizer leaves it only
 			// outside raw text.
-		case isSpace(r):
+		case r < utf8.RuneSelf && isASCIISpace(byte(r)), r >= utf8.RuneSelf && isWideSpace(r):
 			w.pending = true
 		default:
-			if w.pending && len(w.b) > w.start {
-				w.b = append(w.b, ' ')
+			n := size
+			invalid := r == utf8.RuneError && size == 1 // written as U+FFFD
+			if invalid {
+				n = len(replacementChar)
 			}
-			w.pending = false
-			if r == utf8.RuneError && size == 1 {
-				w.b = append(w.b, "\uFFFD"...)
-			} else {
-				w.b = append(w.b, s[i:i+size]...)
+			// A space comes only with the character after it, so that
+			// the text never ends with one.
+			space := w.pending && w.n > 0
+			if space {
+				n++
 			}
-		}
-		i += size
-	}
-}
-
-// hasher reads text into a SimHash state as textWriter would write it, and
-// as Of would then read it, without writing it: the same characters, a
-// space as a word break, and the same cut at maxText bytes.
-type hasher struct {
-	s       state
-	n       int  // bytes of text so far
-	pending bool // a space is due before the next non-space
-	full    bool // a character did not fit in maxText
-}
-
-func (h *hasher) text(b []byte) {
-	for i := 0; i < len(b) && !h.full; {
-		r, size := rune(b[i]), 1
-		if r >= utf8.RuneSelf {
-			r, size = utf8.DecodeRune(b[i:])
-		}
-		i += size
-		switch {
-		case r == 0:
-		case isSpace(r):
-			h.pending = true
-		default:
-			if h.pending && h.n > 0 {
-				if h.n+1 > maxText {
-					h.full = true
-					return
-				}
-				h.n++
-				h.s.endWord()
-			}
-			h.pending = false
-			if r == utf8.RuneError && size == 1 {
-				size = len("\uFFFD") // as textWriter writes a byte that is no UTF-8
-			}
-			if h.n+size > maxText {
-				h.full = true
+			if w.n+n > maxText {
+				w.full = true
 				return
 			}
-			h.n += size
-			h.s.rune(r)
+			w.n += n
+			w.pending = false
+			if !w.keep {
+				if space {
+					w.s.endWord()
+				}
+				w.s.rune(r)
+				continue
+			}
+			if space {
+				w.b = append(w.b, ' ')
+			}
+			if invalid {
+				w.b = append(w.b, replacementChar...)
+			} else {
+				w.b = append(w.b, s[i-size:i]...)
+			}
 		}
 	}
 }
 
-// done returns the text, cut to maxText bytes at a rune boundary.
-func (w *textWriter) done() []byte {
-	if len(w.b)-w.start > maxText {
-		end := w.start + maxText
-		for end > w.start && !utf8.RuneStart(w.b[end]) {
-			end--
-		}
-		if end > w.start && w.b[end-1] == ' ' {
-			end-- // the cut fell after a space, whose word is cut off
-		}
-		w.b = w.b[:end]
-	}
-	return w.b
-}
+const replacementChar = "\uFFFD"
 
-func isSpace(r rune) bool {
-	if r < utf8.RuneSelf {
-		return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' || r == '\v'
-	}
+// isASCIISpace and isWideSpace are what separates words: ASCII white
+// space, Unicode's and the zero-width space. Apart, the first is inlined in
+// the loop over every character of every page.
+func isASCIISpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
+
+func isWideSpace(r rune) bool {
 	return unicode.IsSpace(r) || r == '\u200b' // zero-width space separates words too
 }

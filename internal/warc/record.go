@@ -78,13 +78,17 @@ func NewRequest(uri string, date time.Time, raw []byte) *Record {
 // NewResponse returns a response record holding a raw HTTP response, with
 // its payload digest (the entity body, chunked framing removed).
 func NewResponse(uri string, date time.Time, raw []byte) (*Record, error) {
-	r := newRecord(TypeResponse, uri, date, "application/http;msgtype=response", raw)
 	payload, _, err := HTTPPayload(raw)
 	if err != nil {
 		return nil, fmt.Errorf("warc: response for %s: %w", uri, err)
 	}
-	r.Header.Set("WARC-Payload-Digest", Digest(payload))
-	return r, nil
+	return newResponse(uri, date, raw, payload), nil
+}
+
+func newResponse(uri string, date time.Time, raw, payload []byte) *Record {
+	r := newRecord(TypeResponse, uri, date, "application/http;msgtype=response", raw)
+	r.Header.Add("WARC-Payload-Digest", Digest(payload))
+	return r
 }
 
 // NewFetchedResponse is NewResponse for a response an HTTP client has
@@ -97,9 +101,7 @@ func NewFetchedResponse(uri string, date time.Time, raw []byte) (*Record, error)
 	if end < 0 || containsFold(raw[:end], "chunked") || !isASCII(raw[:end]) {
 		return NewResponse(uri, date, raw)
 	}
-	r := newRecord(TypeResponse, uri, date, "application/http;msgtype=response", raw)
-	r.Header.Add("WARC-Payload-Digest", Digest(raw[end:]))
-	return r, nil
+	return newResponse(uri, date, raw, raw[end:]), nil
 }
 
 func isASCII(b []byte) bool {
