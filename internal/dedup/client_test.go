@@ -19,6 +19,7 @@ type fakeNet struct {
 	lookups   []int         // size of each lookup request, in arrival order
 	registers int           // register requests
 	gate      chan struct{} // if not nil, lookup requests wait for it to close
+	calls     sync.WaitGroup
 }
 
 func newFakeNet(t *testing.T, nodes ...string) *fakeNet {
@@ -26,6 +27,9 @@ func newFakeNet(t *testing.T, nodes ...string) *fakeNet {
 	for _, node := range nodes {
 		n.regs[node] = newRegistry(t)
 	}
+	// A request a caller gave up on may still be running when the test
+	// returns; it must be done before the registries' databases close.
+	t.Cleanup(n.calls.Wait)
 	return n
 }
 
@@ -42,6 +46,8 @@ func (n *fakeNet) lookupSizes() []int {
 }
 
 func (n *fakeNet) send(ctx context.Context, node, path string, body []byte) ([]byte, error) {
+	n.calls.Add(1)
+	defer n.calls.Done()
 	n.mu.Lock()
 	reg, down, gate := n.regs[node], n.down[node], n.gate
 	n.mu.Unlock()
