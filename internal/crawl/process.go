@@ -129,6 +129,14 @@ func (c *Crawler) process(ctx context.Context, r result, resp *fetch.Response, p
 // examine makes the result of a response: its WARC record, or a revisit of
 // prev when nothing changed, and the links to queue.
 func (c *Crawler) examine(ctx context.Context, r result, resp *fetch.Response, prev *recrawl.Entry, log urlLog) result {
+	if resp.StatusCode == http.StatusNotModified && !hasValidators(prev) {
+		// Nothing was asked to be compared: a 304 here says nothing of
+		// the page, and archived it would replay as an empty answer.
+		log.Warn("fetch failed", "err", "304 Not Modified to an unconditional request")
+		c.stats.errors.Add(1)
+		r.outcome = "error"
+		return r
+	}
 	var err error
 	if r.record, err = warc.NewFetchedResponse(resp.URL, resp.Start, resp.Raw); err != nil {
 		log.Warn("unarchivable response", "err", err)

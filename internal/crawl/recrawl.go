@@ -132,10 +132,8 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 		} else {
 			e.State, _ = policy.First(now)
 		}
-		if r.resp.StatusCode != http.StatusNotModified {
-			e.ETag = r.resp.Header.Get("ETag")
-			e.LastModified = r.resp.Header.Get("Last-Modified")
-		} else {
+		switch code := r.resp.StatusCode; {
+		case code == http.StatusNotModified:
 			// A 304 may send new validators (RFC 9110 §15.4.5).
 			if v := r.resp.Header.Get("ETag"); v != "" {
 				e.ETag = v
@@ -143,6 +141,15 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 			if v := r.resp.Header.Get("Last-Modified"); v != "" {
 				e.LastModified = v
 			}
+		case code >= 200 && code < 300 && r.resp.Truncated == "":
+			e.ETag = r.resp.Header.Get("ETag")
+			e.LastModified = r.resp.Header.Get("Last-Modified")
+		default:
+			// Only a whole 2xx capture can stand for the page: a 304 to
+			// a truncated one would keep the cut copy for good, and
+			// servers evaluate preconditions for 2xx responses only
+			// (RFC 9110 §13.2.1). The next visit fetches in full.
+			e.ETag, e.LastModified = "", ""
 		}
 		e.Digest, e.MIME, e.SimHash = cp.Digest, cp.MIME, cp.SimHash
 		if r.revisit != nil {

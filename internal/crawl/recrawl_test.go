@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -318,5 +319,92 @@ func TestRecrawlKeepsFirstURL(t *testing.T) {
 	caps := archived(t, cfg.Data)
 	if len(caps[plain]) != 2 || len(caps[variant]) != 1 {
 		t.Errorf("captures: %d of %s, %d of %s; want the revisit under the first URL", len(caps[plain]), plain, len(caps[variant]), variant)
+	}
+}
+
+// Only a whole 2xx capture makes a later fetch conditional: a truncated
+// one would otherwise be kept for good by a 304, and an error page's
+// validators say nothing of the page. A 304 to a request without
+// validators is a failed fetch, not a capture.
+func TestRecrawlTrustsOnlyWholeCaptures(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[string][]string{} // path → If-None-Match of each request
+	served := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked[r.URL.Path] = append(asked[r.URL.Path], r.Header.Get("If-None-Match"))
+		served[r.URL.Path]++
+		n := served[r.URL.Path]
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/long":
+			w.Header().Set("ETag", `"t1"`)
+			if r.Header.Get("If-None-Match") == `"t1"` {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, strings.Repeat("0123456789", 1000))
+		case "/error":
+			w.Header().Set("ETag", `"e1"`)
+			if r.Header.Get("If-None-Match") == `"e1"` {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+			http.Error(w, "try later", http.StatusServiceUnavailable)
+		case "/always304":
+			if n > 1 {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, `<html><body><a href="/long">long</a></body></html>`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	cfg := testConfig(t, "", srv.URL+"/long", srv.URL+"/error", srv.URL+"/always304")
+	cfg.IgnoreRobots = true
+	cfg.MaxBodySize = 2000
+	runCrawl(t, cfg)
+	before := archived(t, cfg.Data)
+	truncated := func(c index.Capture) bool {
+		rec, err := warc.ReadAt(filepath.Join(cfg.Data, "warc"), warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Header.Get("WARC-Truncated") != ""
+	}
+	if c := before[srv.URL+"/long"]; len(c) != 1 || !truncated(c[0]) {
+		t.Fatalf("first crawl of /long: %+v; want one truncated capture", c)
+	}
+
+	all := cfg
+	all.RecrawlAll = true
+	all.MaxBodySize = 1 << 20
+	s := runCrawl(t, all)
+	mu.Lock()
+	for _, p := range []string{"/long", "/error", "/always304"} {
+		if got := asked[p]; len(got) != 2 || got[1] != "" {
+			t.Errorf("%s: If-None-Match of each request %q; want none on the re-crawl", p, got)
+		}
+	}
+	mu.Unlock()
+	caps := archived(t, cfg.Data)
+	if c := caps[srv.URL+"/long"]; len(c) != 2 || c[1].Type != warc.TypeResponse || truncated(c[1]) {
+		t.Errorf("re-crawl of a truncated capture: %+v; want a whole response", c)
+	}
+	if c := caps[srv.URL+"/always304"]; len(c) != 1 || s.Errors != 1 {
+		t.Errorf("/always304 has %d captures and the re-crawl %d errors; want its 304 counted as an error, not archived", len(c), s.Errors)
+	}
+	db, err := OpenDB(cfg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	e, ok, err := recrawl.Get(db, srv.URL+"/always304")
+	if err != nil || !ok || e.Digest != before[srv.URL+"/always304"][0].Digest || !e.HasLink(recrawl.LinkHash(srv.URL+"/long")) {
+		t.Errorf("/always304's entry after an unsolicited 304: %+v (%v); want the first capture's digest and links", e, err)
 	}
 }

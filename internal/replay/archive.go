@@ -72,12 +72,14 @@ func (s *Server) capturesOfKey(ctx context.Context, key string) ([]index.Capture
 }
 
 // closest returns the index of the capture nearest to t (the earlier one on
-// a tie), or -1 when caps is empty.
+// a tie), or -1 when caps is empty. Captures are placed at the second their
+// 14-digit timestamp names, as t is: a capture at 12:00:01.9 is the one
+// asked for by 120001, though one at 12:00:00.6 is nearer in nanoseconds.
 func closest(caps []index.Capture, t time.Time) int {
 	best := -1
 	var bestD time.Duration
 	for i, c := range caps {
-		d := c.Time.Sub(t)
+		d := c.Time.Truncate(time.Second).Sub(t)
 		if d < 0 {
 			d = -d
 		}
@@ -171,14 +173,16 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 		// The server said the stored response still stands, with the
 		// headers it sent now (RFC 9111 §4.3.4): a new Date, Expires,
 		// Cache-Control, ETag. The original's status and the headers that
-		// frame its bytes stay.
+		// describe its bytes stay, Content-Type among them: some servers
+		// send a wrong one with a 304, and the bytes are the original's
+		// (RFC 9111 §3.2 lets a cache keep such fields).
 		h := base.header.Clone()
 		if h == nil {
 			h = http.Header{}
 		}
 		for k, vs := range own.header {
-			if !payloadHeaders[http.CanonicalHeaderKey(k)] {
-				h[http.CanonicalHeaderKey(k)] = vs
+			if k := http.CanonicalHeaderKey(k); !payloadHeaders[k] && k != "Content-Type" {
+				h[k] = vs
 			}
 		}
 		return &response{status: base.status, header: h, payload: base.payload, truncated: base.truncated}, nil

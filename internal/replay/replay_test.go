@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
 )
@@ -63,6 +64,35 @@ func TestFrameRedirectsToExactCapture(t *testing.T) {
 		}
 		if got := resp.Header.Get("Memento-Datetime"); got != "Fri, 01 Mar 2024 12:00:00 GMT" {
 			t.Errorf("Memento-Datetime %q", got)
+		}
+	}
+}
+
+// A 14-digit timestamp names the capture of that second, even when a
+// capture of the second before is nearer in nanoseconds: otherwise the
+// capture could never be shown (re-crawls make captures a second apart).
+func TestClosestIsBySecond(t *testing.T) {
+	at := func(ts string, ms int) index.Capture {
+		tm, err := index.ParseTimestamp(ts, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return index.Capture{Time: tm.Add(time.Duration(ms) * time.Millisecond)}
+	}
+	caps := []index.Capture{at("20261123091622", 627), at("20261123091623", 852), at("20261123091625", 76)}
+	for _, tc := range []struct{ ask, want string }{
+		{"20261123091622", "20261123091622"},
+		{"20261123091623", "20261123091623"},
+		{"20261123091624", "20261123091623"}, // a tie: the earlier
+		{"20261123091625", "20261123091625"},
+		{"2026", "20261123091622"},
+	} {
+		when, err := index.ParseTimestamp(tc.ask, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := caps[closest(caps, when)].Timestamp14(); got != tc.want {
+			t.Errorf("closest to %s is %s, want %s", tc.ask, got, tc.want)
 		}
 	}
 }

@@ -28,9 +28,9 @@ func revisitArchive(t *testing.T) *testArchive {
 		{url: "http://news.example/", at: "20240101000000", body: newsPage,
 			header: html + "Date: Mon, 01 Jan 2024 00:00:00 GMT\r\nETag: \"v1\"\r\nLast-Modified: Sun, 31 Dec 2023 00:00:00 GMT\r\nCache-Control: max-age=60\r\n"},
 		// (a) The server answered the conditional GET with 304: new Date and
-		// Cache-Control, no Content-Type, no body.
+		// Cache-Control, a wrong Content-Type, no body.
 		{url: "http://news.example/", at: "20240201000000", body: newsPage, revisit: true, notModified: true,
-			header: "Date: Thu, 01 Feb 2024 00:00:00 GMT\r\nETag: \"v1\"\r\nCache-Control: max-age=120\r\n"},
+			header: "Date: Thu, 01 Feb 2024 00:00:00 GMT\r\nETag: \"v1\"\r\nCache-Control: max-age=120\r\nContent-Type: text/plain\r\n"},
 		// (b) A 200 with the same payload.
 		{url: "http://news.example/", at: "20240301000000", body: newsPage, revisit: true,
 			header: html + "Date: Fri, 01 Mar 2024 00:00:00 GMT\r\nX-Served-By: march\r\n"},
@@ -89,7 +89,7 @@ func TestRevisitIdentityIsTheOriginalPayloadAtItsOwnDate(t *testing.T) {
 }
 
 // A 304 says what changed: its own headers replace the original's, and
-// the original's describe the payload the 304 has not got.
+// the original's describe the payload the 304 has not got, its type too.
 func TestNotModifiedRevisitMergesHeaders(t *testing.T) {
 	a := revisitArchive(t)
 	resp, _ := get(t, a.content.URL+"/web/20240201000000id_/http://news.example/")
