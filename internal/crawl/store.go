@@ -88,11 +88,13 @@ func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 }
 
 // copyFacts are what this node derives from a copied capture's record
-// rather than take on a peer's word: the SimHash of an HTML page, and
-// the validators a revisit of it would send.
+// rather than take on a peer's word: the SimHash of an HTML page, the
+// validators a revisit of it would send, and the original a revisit
+// record names (which may be on another node).
 type copyFacts struct {
 	simhash            uint64
 	etag, lastModified string
+	refersTo           recrawl.Ref
 }
 
 // factsOf reads the record in a gzip member and returns its ID and, for a
@@ -123,10 +125,22 @@ func recordFacts(rec *warc.Record) copyFacts {
 	if !ok {
 		return copyFacts{}
 	}
-	f := copyFacts{etag: h.Get("ETag"), lastModified: h.Get("Last-Modified")}
-	if rec.Type() == warc.TypeResponse {
-		f.simhash = pageSimHash(status, h, rec.Block)
+	var f copyFacts
+	if rec.Type() == warc.TypeRevisit {
+		f.etag, f.lastModified = h.Get("ETag"), h.Get("Last-Modified")
+		when, err := warc.ParseDate(rec.Header.Get("WARC-Refers-To-Date"))
+		uri, id := rec.Header.Get("WARC-Refers-To-Target-URI"), rec.Header.Get("WARC-Refers-To")
+		if err == nil && uri != "" && id != "" {
+			f.refersTo = recrawl.Ref{URL: uri, Time: when, RecordID: id}
+		}
+		return f
 	}
+	if status >= 200 && status < 300 && rec.Header.Get("WARC-Truncated") == "" {
+		// As for the node's own visits (noteVisit): only a whole 2xx
+		// capture makes a revisit conditional.
+		f.etag, f.lastModified = h.Get("ETag"), h.Get("Last-Modified")
+	}
+	f.simhash = pageSimHash(status, h, rec.Block)
 	return f
 }
 
@@ -163,9 +177,13 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) error
 	case cp.Type == warc.TypeResponse:
 		e.Payload = refTo(cp)
 	case cp.Digest != old.Digest || !had:
-		e.Payload = recrawl.Ref{}
-		if orig, ok, err := index.ByDigest(b, cp.Digest); err == nil && ok {
-			e.Payload = refTo(orig)
+		// The revisit's own record names its original, wherever that is;
+		// a record without the reference is matched by digest here.
+		e.Payload = f.refersTo
+		if e.Payload.RecordID == "" {
+			if orig, ok, err := index.ByDigest(b, cp.Digest); err == nil && ok {
+				e.Payload = refTo(orig)
+			}
 		}
 	}
 	if !had || !old.Due.IsZero() {

@@ -3,9 +3,11 @@ package crawl
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
@@ -154,5 +156,60 @@ func TestStoreCopies(t *testing.T) {
 	}
 	if _, err := c.Store(ctx, []Copy{{Member: []byte("not gzip")}}); err == nil {
 		t.Error("garbage was stored")
+	}
+}
+
+// A revisit copied without its original (which another node holds) keeps
+// the reference its record names, so that the node holding the site next
+// compares its visits with that original rather than fetch in full.
+func TestStoredRevisitKeepsItsOriginal(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 6, Hosts: 2, Pages: 20})
+	src := testConfig(t, srv.URL(), web.Seeds()...)
+	runCrawl(t, src)
+	again := src
+	again.RecrawlAll = true
+	runCrawl(t, again)
+	srcDir := filepath.Join(src.Data, "warc")
+	var copies []Copy
+	for _, cs := range archived(t, src.Data) {
+		for _, cp := range cs {
+			if cp.Type == warc.TypeRevisit && cp.Status == http.StatusNotModified {
+				cp := cp
+				copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+			}
+		}
+	}
+	if len(copies) < 10 {
+		t.Fatalf("only %d revisits to copy", len(copies))
+	}
+	dst := testConfig(t, srv.URL())
+	c, stop := running(t, dst)
+	if _, err := c.Store(context.Background(), copies); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	srcDB, err := OpenDB(src.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srcDB.Close()
+	dstDB, err := OpenDB(dst.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dstDB.Close()
+	for _, cp := range copies {
+		u := cp.Capture.URL
+		se, ok, err := recrawl.Get(srcDB, u)
+		if err != nil || !ok || se.URL != u {
+			continue // a URL whose entry a variant took
+		}
+		de, ok, err := recrawl.Get(dstDB, u)
+		if err != nil || !ok || !de.Captured() || de.Payload.RecordID != se.Payload.RecordID || !de.Payload.Time.Equal(se.Payload.Time.Truncate(time.Microsecond)) || de.Payload.URL != se.Payload.URL {
+			t.Errorf("%s: the copy's entry refers to %+v (%v), the source's to %+v", u, de.Payload, err, se.Payload)
+		}
+		if de.ETag != se.ETag {
+			t.Errorf("%s: the copy's entry has ETag %q, the source's %q", u, de.ETag, se.ETag)
+		}
 	}
 }
