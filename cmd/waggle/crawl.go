@@ -23,7 +23,7 @@ import (
 func crawlFlags(fs *flag.FlagSet, cfg *crawl.Config) (scope *string, delay *string) {
 	fs.StringVar(&cfg.Data, "data", "./waggle-data", "data directory (WARC segments, index, frontier)")
 	scope = fs.String("scope", "host", "which links to follow: host (the seeds' hosts), domain (their registrable domains), prefix (URLs under a seed's directory), any")
-	fs.IntVar(&cfg.MaxPages, "max-pages", 0, "stop after this many captures in the data directory (0: no limit)")
+	fs.IntVar(&cfg.MaxPages, "max-pages", 0, "stop after this many captures in the data directory, revisits included (0: no limit)")
 	fs.IntVar(&cfg.MaxDepth, "max-depth", 0, "follow links at most this many hops from a seed (0: no limit)")
 	fs.IntVar(&cfg.MaxPagesPerHost, "max-host-pages", 100000, "trap limit: URLs queued per host (-1: no limit)")
 	fs.IntVar(&cfg.PerHostConnections, "per-host-connections", 1, "requests in flight to one host")

@@ -255,4 +255,25 @@ func TestRecrawlCommand(t *testing.T) {
 	if r := fromImport["revisits"].(map[string]any); r["unchanged"].(float64) == 0 {
 		t.Errorf("the imported archive's re-crawl found no unchanged page: %v", r)
 	}
+
+	// Captures imported into an archive that has schedules are revisited
+	// too: another web's, crawled elsewhere.
+	other := websim.New(websim.Config{Seed: 11, Hosts: 2, Pages: 10})
+	sim2, err := websim.Start("127.0.0.1:0", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim2.Close()
+	elsewhere, wacz2 := filepath.Join(t.TempDir(), "elsewhere"), filepath.Join(t.TempDir(), "other.wacz")
+	flags[1] = sim2.URL() // the --proxy
+	crawl(elsewhere, other.Seeds()...)
+	for _, args := range [][]string{{"export", "wacz", "--data", elsewhere, "--out", wacz2}, {"import", "--data", imported, wacz2}} {
+		if code := run(context.Background(), args, io.Discard, io.Discard); code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+	}
+	later := crawl(imported, "--recrawl")
+	if r := later["revisits"].(map[string]any); later["revisits_queued"].(float64) == 0 || r["not_modified"].(float64)+r["unchanged"].(float64) == 0 {
+		t.Errorf("after a second import, the re-crawl queued %v URLs, revisits %v; want the imported ones revisited", later["revisits_queued"], r)
+	}
 }

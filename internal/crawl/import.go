@@ -527,6 +527,12 @@ func (im *importer) commit(g *group) error {
 		st.Bytes += int64(len(p.rec.Block))
 	}
 	st.Captures += captures
+	if captures > 0 {
+		// Imported URLs are revisited too: the next re-crawl schedules them.
+		if err := b.Set([]byte(unscheduledKey), nil, nil); err != nil {
+			return fail(err)
+		}
+	}
 	if err := saveState(b, st, ends); err != nil {
 		return fail(err)
 	}

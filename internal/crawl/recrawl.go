@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -275,13 +276,28 @@ func (c *Crawler) pumpDue(ctx context.Context) {
 	}
 }
 
-// scheduleFromIndex gives every URL in the index an entry due now, for an
-// archive made before re-crawl schedules were kept (or imported from WARC
-// files): its newest capture is what a revisit compares with. It does
-// nothing when any entry exists.
+// unscheduledKey is set by Import: the index has captures that may have no
+// re-crawl entry yet. The next re-crawl gives them one and deletes it.
+const unscheduledKey = "k/unscheduled"
+
+// scheduleFromIndex gives every URL in the index without an entry one due
+// now, for an archive made before re-crawl schedules were kept or added to
+// by Import: its newest capture is what a revisit compares with. It reads
+// the index only when no entry exists or Import has marked it.
 func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
-	if empty, err := recrawl.Empty(c.db); err != nil || !empty {
+	empty, err := recrawl.Empty(c.db)
+	if err != nil {
 		return 0, err
+	}
+	marked := false
+	if _, closer, err := c.db.Get([]byte(unscheduledKey)); err == nil {
+		closer.Close()
+		marked = true
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return 0, fmt.Errorf("crawl: %w", err)
+	}
+	if !empty && !marked {
+		return 0, nil
 	}
 	now := time.Now()
 	n := 0
@@ -296,6 +312,11 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 		last = nil
 		if cp.Type != warc.TypeResponse && cp.Type != warc.TypeRevisit {
 			return nil
+		}
+		if !empty {
+			if _, ok, err := recrawl.Get(b, cp.URL); err != nil || ok {
+				return err // a URL crawled here keeps its schedule
+			}
 		}
 		e := recrawl.Entry{URL: cp.URL, Digest: cp.Digest, MIME: cp.MIME, SimHash: cp.SimHash, Due: now}
 		e.State, _ = c.cfg.Schedules.For(cp.URL).First(now)
@@ -320,7 +341,7 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 		}
 		return nil
 	}
-	err := index.New(c.db).Range(ctx, "", "", false, func(cp index.Capture) (bool, error) {
+	err = index.New(c.db).Range(ctx, "", "", false, func(cp index.Capture) (bool, error) {
 		if last != nil && last.URLKey != cp.URLKey {
 			if err := flush(); err != nil {
 				return false, err
@@ -333,6 +354,9 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 	})
 	if err == nil {
 		err = flush()
+	}
+	if err == nil && marked {
+		err = b.Delete([]byte(unscheduledKey), nil)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("crawl: schedule the archive's URLs: %w", err)
