@@ -318,7 +318,7 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 		switch {
 		case rv.profile == warc.ProfileServerNotModified:
 			c.stats.notModified.Add(1)
-		case rv.ref.URL == resp.URL:
+		case rv.ofLast || rv.ref.URL == resp.URL:
 			c.stats.unchanged.Add(1)
 		default:
 			c.stats.duplicates.Add(1)

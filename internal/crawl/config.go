@@ -61,8 +61,11 @@ type Config struct {
 	// Recover, when set, is asked before a URL is fetched whether another
 	// node archived it already (UbiCrawler's page recovery: a node that
 	// has just taken over a host asks its previous holders); a URL it
-	// answers true for is not fetched.
-	Recover func(ctx context.Context, url string) bool
+	// answers true for is not fetched. Only a capture made after since
+	// counts: for a revisit, the last visit this node knows of (a holder
+	// that has the URL from before is no reason to skip a revisit); zero
+	// for a URL new to the frontier.
+	Recover func(ctx context.Context, url string, since time.Time) bool
 	// DropLost, for a node whose captures have copies elsewhere, takes
 	// captures whose bytes the disk lost out of the index at Open (they are
 	// copied back) instead of refusing to open.

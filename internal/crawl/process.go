@@ -54,10 +54,26 @@ type result struct {
 func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *fetch.Response, prev *recrawl.Entry) {
 	r = result{lease: l, hasLease: true}
 	log := urlLog{c.cfg.Logger, l.URL}
-	if c.cfg.Recover != nil && c.cfg.Recover(ctx, l.URL) {
-		c.stats.recovered.Add(1)
-		r.outcome = "recovered"
-		return r, nil, nil
+	// A URL queued for a revisit is compared with its last visit; a URL
+	// new to the frontier is fetched whole.
+	if l.Revisit {
+		e, ok, err := recrawl.Get(c.db, l.URL)
+		if err != nil {
+			log.Error("re-crawl entry unreadable; fetching in full", "err", err)
+		} else if ok {
+			prev = &e
+		}
+	}
+	if c.cfg.Recover != nil {
+		var since time.Time
+		if prev != nil {
+			since = prev.State.LastVisit
+		}
+		if c.cfg.Recover(ctx, l.URL, since) {
+			c.stats.recovered.Add(1)
+			r.outcome = "recovered"
+			return r, nil, nil
+		}
 	}
 	if c.robots != nil {
 		d, err := c.robots.Check(ctx, l.URL)
@@ -80,16 +96,6 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 			c.stats.robots.Add(1)
 			r.outcome = "robots"
 			return r, nil, nil
-		}
-	}
-	// A URL queued for a revisit is compared with its last visit; a URL
-	// new to the frontier is fetched whole.
-	if l.Revisit {
-		e, ok, err := recrawl.Get(c.db, l.URL)
-		if err != nil {
-			log.Error("re-crawl entry unreadable; fetching in full", "err", err)
-		} else if ok {
-			prev = &e
 		}
 	}
 	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL, Header: conditional(prev)})

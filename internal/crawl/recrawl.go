@@ -41,6 +41,7 @@ type revisitOf struct {
 	ref     recrawl.Ref
 	mime    string // the original's media type (a 304 has none of its own)
 	simhash uint64
+	ofLast  bool // the URL's last capture, unchanged (else a payload archived before under any URL)
 }
 
 // recrawlPumpEvery bounds how long a continuous crawl waits before it
@@ -66,9 +67,13 @@ func conditional(prev *recrawl.Entry) http.Header {
 	return h
 }
 
-// hasValidators says whether a fetch after prev is conditional.
+// hasValidators says whether a fetch after prev is conditional. It is not
+// when the last capture stored no payload of the page's own but pointed at
+// another URL's: a 304 revisit would point there too, and replay it with
+// that URL's status and headers.
 func hasValidators(prev *recrawl.Entry) bool {
-	return prev != nil && prev.Captured() && (prev.ETag != "" || prev.LastModified != "")
+	return prev != nil && prev.Captured() && (prev.ETag != "" || prev.LastModified != "") &&
+		(prev.Payload.URL == prev.URL || recrawl.Key(prev.Payload.URL) == prev.Key)
 }
 
 // unchanged says how a fetched response relates to the last capture of its
@@ -78,7 +83,7 @@ func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string) *revisi
 	if prev == nil || !prev.Captured() {
 		return nil
 	}
-	rv := &revisitOf{digest: prev.Digest, ref: prev.Payload, mime: prev.MIME, simhash: prev.SimHash}
+	rv := &revisitOf{digest: prev.Digest, ref: prev.Payload, mime: prev.MIME, simhash: prev.SimHash, ofLast: true}
 	switch {
 	case resp.StatusCode == http.StatusNotModified && hasValidators(prev):
 		rv.profile = warc.ProfileServerNotModified

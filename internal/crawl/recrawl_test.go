@@ -148,6 +148,10 @@ func TestRecrawl(t *testing.T) {
 			t.Errorf("%s changed but its re-crawl capture is a %s", p, c.Type)
 		case changed[p]:
 			seenChanged++
+		case c.Type == warc.TypeRevisit && c.Status == http.StatusOK && firstCaps[p][len(firstCaps[p])-1].Type == warc.TypeRevisit:
+			// Its last capture pointed at another URL's payload: fetched
+			// whole, not conditionally (see hasValidators).
+			checkRevisit(t, cfg.Data, caps, c)
 		case c.Type != warc.TypeRevisit || c.Status != http.StatusNotModified:
 			t.Errorf("%s did not change but its re-crawl capture is a %s with status %d", p, c.Type, c.Status)
 		default:
@@ -406,5 +410,91 @@ func TestRecrawlTrustsOnlyWholeCaptures(t *testing.T) {
 	e, ok, err := recrawl.Get(db, srv.URL+"/always304")
 	if err != nil || !ok || e.Digest != before[srv.URL+"/always304"][0].Digest || !e.HasLink(recrawl.LinkHash(srv.URL+"/long")) {
 		t.Errorf("/always304's entry after an unsolicited 304: %+v (%v); want the first capture's digest and links", e, err)
+	}
+}
+
+// Page recovery (Config.Recover) is asked about a revisit with the last
+// visit the node knows of: a previous holder's older capture of the URL
+// is no reason to skip the revisit, only a newer one is.
+func TestRevisitAsksRecoveryForNewerCaptures(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 3, Hosts: 2, Pages: 20})
+	cfg := testConfig(t, srv.URL(), web.Seeds()...)
+	heldSince := time.Now().Add(-time.Hour) // a previous holder's captures are this old
+	first := runCrawl(t, cfg)
+
+	var mu sync.Mutex
+	var asked, zero int
+	all := cfg
+	all.RecrawlAll = true
+	all.Recover = func(_ context.Context, _ string, since time.Time) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		if since.IsZero() {
+			zero++
+		}
+		return heldSince.After(since)
+	}
+	s := runCrawl(t, all)
+	if asked == 0 || zero != 0 {
+		t.Errorf("recovery asked %d times, %d without the last visit", asked, zero)
+	}
+	if s.Recovered != 0 || s.NotModified == 0 || s.RevisitsQueued < first.New/2 {
+		t.Errorf("re-crawl: %d queued, %d recovered, %d 304s; want every revisit fetched", s.RevisitsQueued, s.Recovered, s.NotModified)
+	}
+}
+
+// A URL whose last capture pointed at another URL's identical payload is
+// revisited without validators: a 304 revisit would point at that other
+// URL's response and replay its status and headers. Fetched whole and
+// unchanged, it is counted unchanged, not a duplicate.
+func TestRevisitOfADuplicateIsNotConditional(t *testing.T) {
+	const body = "function shared() { return 'the same bytes under two URLs'; }\n"
+	var mu sync.Mutex
+	asked := map[string][]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked[r.URL.Path] = append(asked[r.URL.Path], r.Header.Get("If-None-Match"))
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/missing.js":
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, body)
+		case "/x.js":
+			w.Header().Set("ETag", `"e1"`)
+			if r.Header.Get("If-None-Match") == `"e1"` {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+			w.Header().Set("Content-Type", "application/javascript")
+			io.WriteString(w, body)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	cfg := testConfig(t, "", srv.URL+"/missing.js")
+	cfg.IgnoreRobots = true
+	runCrawl(t, cfg)
+	cfg.Seeds = []string{srv.URL + "/x.js"}
+	if s := runCrawl(t, cfg); s.Duplicates != 1 {
+		t.Fatalf("x.js: %d duplicates; want a revisit of missing.js's payload", s.Duplicates)
+	}
+	all := cfg
+	all.Seeds = nil
+	all.RecrawlAll = true
+	s := runCrawl(t, all)
+	mu.Lock()
+	if got := asked["/x.js"]; len(got) != 2 || got[1] != "" {
+		t.Errorf("x.js: If-None-Match of each request %q; want none on the re-crawl", got)
+	}
+	mu.Unlock()
+	if s.Unchanged != 2 || s.Duplicates != 0 || s.NotModified != 0 {
+		t.Errorf("re-crawl revisits: %d unchanged, %d duplicates, %d not modified; want 2 unchanged", s.Unchanged, s.Duplicates, s.NotModified)
+	}
+	caps := archived(t, cfg.Data)[srv.URL+"/x.js"]
+	if len(caps) != 2 || caps[1].Type != warc.TypeRevisit || caps[1].Status != http.StatusOK {
+		t.Errorf("x.js captures: %+v; want a 200 revisit last", caps)
 	}
 }

@@ -74,9 +74,9 @@ func (p *pastRings) holders(site, self string, replicas int, now time.Time) []st
 
 // recover is the crawler's Config.Recover: before fetching a URL of a site
 // whose holders changed within the window, ask the previous holders whether
-// they archived it already. Any doubt (a holder that does not answer) means
-// fetching: a second capture is better than none.
-func (n *Node) recover(ctx context.Context, u string) bool {
+// they archived it after since. Any doubt (a holder that does not answer)
+// means fetching: a second capture is better than none.
+func (n *Node) recover(ctx context.Context, u string, since time.Time) bool {
 	holders := n.past.holders(urlkey.Site(u), n.ID(), n.cfg.Replicas, time.Now())
 	if len(holders) == 0 {
 		return false
@@ -90,7 +90,7 @@ func (n *Node) recover(ctx context.Context, u string) bool {
 	for _, id := range holders {
 		found := false
 		err := n.net.CapturesOn(ctx, id, key, func(c index.Capture) (bool, error) {
-			found = c.URL == u
+			found = c.URL == u && c.Time.Truncate(time.Second).After(since.Truncate(time.Second))
 			return !found, nil
 		})
 		if err == nil && found {
