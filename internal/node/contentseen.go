@@ -6,22 +6,96 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
+	"time"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/dedup"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 // contentSeen gives the crawler the network's content-seen test: a payload
 // archived by any node is stored as a revisit record that points at it.
-type contentSeen struct{ c *dedup.Client }
+//
+// The digest's owner says where the payload was first archived, but not
+// whether it is still there: a capture can be lost with its disk, and a
+// faulty peer can name one that never was. Before the crawler drops a
+// payload, the capture named must be in the archive; a payload whose
+// capture is not is stored again (the registry keeps its first entry, so
+// later copies are checked and stored too: duplicates, never a loss).
+type contentSeen struct {
+	c   *dedup.Client
+	arc archive.Archive // the network's captures
 
-func (s contentSeen) Lookup(ctx context.Context, digest string) (recrawl.Ref, bool, error) {
-	ref, ok, err := s.c.Lookup(ctx, digest)
-	return recrawl.Ref{URL: ref.URL, Time: ref.Time, RecordID: ref.RecordID}, ok, err
+	mu       sync.Mutex
+	verified map[string]verifiedRef // digest → a hit found in the archive lately
 }
 
-func (s contentSeen) Stored(caps []index.Capture) {
+type verifiedRef struct {
+	ref recrawl.Ref
+	at  time.Time
+}
+
+// A hit found in the archive is trusted again for verifiedFor without a
+// look; at most maxVerified are remembered (a popular script is asked for
+// on every site, most payloads once).
+const (
+	verifiedFor = 10 * time.Minute
+	maxVerified = 4096
+)
+
+func newContentSeen(c *dedup.Client, arc archive.Archive) *contentSeen {
+	return &contentSeen{c: c, arc: arc, verified: make(map[string]verifiedRef)}
+}
+
+func (s *contentSeen) Lookup(ctx context.Context, digest string) (recrawl.Ref, bool, error) {
+	found, ok, err := s.c.Lookup(ctx, digest)
+	if err != nil || !ok {
+		return recrawl.Ref{}, false, err
+	}
+	ref := recrawl.Ref{URL: found.URL, Time: found.Time, RecordID: found.RecordID}
+	now := time.Now()
+	s.mu.Lock()
+	v, seen := s.verified[digest]
+	s.mu.Unlock()
+	if seen && v.ref == ref && now.Sub(v.at) < verifiedFor {
+		return ref, true, nil
+	}
+	held, err := s.holds(ctx, digest, ref)
+	if err != nil {
+		return recrawl.Ref{}, false, fmt.Errorf("node: is the capture of %s still archived: %w", digest, err)
+	}
+	if !held {
+		return recrawl.Ref{}, false, nil
+	}
+	s.mu.Lock()
+	if len(s.verified) >= maxVerified {
+		clear(s.verified)
+	}
+	s.verified[digest] = verifiedRef{ref, now}
+	s.mu.Unlock()
+	return ref, true, nil
+}
+
+// holds reports whether the archive has the response capture ref names,
+// with this payload digest.
+func (s *contentSeen) holds(ctx context.Context, digest string, ref recrawl.Ref) (bool, error) {
+	key, err := urlkey.SURT(ref.URL)
+	if err != nil {
+		return false, nil // names no URL: nothing to point at
+	}
+	found := false
+	err = s.arc.CapturesBetween(ctx, key, ref.Time.Add(-time.Second), ref.Time.Add(time.Second), false, func(c index.Capture) (bool, error) {
+		found = c.RecordID == ref.RecordID && c.Digest == digest && c.Type == warc.TypeResponse
+		return !found, nil
+	})
+	return found, err
+}
+
+func (s *contentSeen) Stored(caps []index.Capture) {
 	refs := make([]dedup.Ref, 0, len(caps))
 	for _, c := range caps {
 		if c.Digest != "" {

@@ -3,13 +3,21 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/dedup"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/schedule"
@@ -187,5 +195,148 @@ func TestNetworkRecrawl(t *testing.T) {
 		}
 		st := n.Status(ctx).Crawl
 		t.Logf("%s: %d captures, revisits %+v, %d queued again", n.name, st.Captures, st.Revisits, st.RevisitsQueued)
+	}
+}
+
+// The registry's word is checked against the archive: a hit whose capture
+// the archive does not hold (lost with a disk, or never made: a faulty
+// peer's entry) is a miss, so the crawler stores the payload.
+func TestContentSeenChecksTheCaptureIsArchived(t *testing.T) {
+	dir := t.TempDir()
+	db, err := crawl.OpenDB(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	reg := dedup.NewRegistry(db)
+	client := dedup.NewClient(dedup.ClientConfig{
+		Self:  "self",
+		Owner: func(string) (string, bool) { return "self", true }, // this node's registry answers
+		Local: reg,
+		Send: func(context.Context, string, string, []byte) ([]byte, error) {
+			return nil, errors.New("no other node")
+		},
+	})
+	seen := newContentSeen(client, archive.NewLocal(index.New(db), filepath.Join(dir, "warc")))
+
+	at := time.Date(2026, 11, 23, 10, 0, 0, 123456000, time.UTC)
+	capture := func(i int) index.Capture {
+		u := fmt.Sprintf("http://www.example.org/lib%d.js", i)
+		key, err := urlkey.SURT(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return index.Capture{
+			URLKey: key, URL: u,
+			Time: at, Type: warc.TypeResponse, Status: 200, Digest: fmt.Sprintf("sha1:%032d", i),
+			Segment: "waggle-1.warc.gz", RecordID: fmt.Sprintf("<urn:uuid:00000000-0000-0000-0000-%012d>", i),
+		}
+	}
+	held, lost, forged := capture(1), capture(2), capture(3)
+	forged.RecordID = "<urn:uuid:ffffffff-0000-0000-0000-000000000003>" // the archive has capture 3 under another ID
+	b := db.NewBatch()
+	for _, c := range []index.Capture{held, capture(3)} {
+		if err := index.Put(b, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	var refs []dedup.Ref
+	for _, c := range []index.Capture{held, lost, forged} {
+		refs = append(refs, dedup.Ref{Digest: c.Digest, URL: c.URL, Time: c.Time, RecordID: c.RecordID})
+	}
+	if _, err := reg.Register(refs); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		c    index.Capture
+		want bool
+	}{{"archived", held, true}, {"lost", lost, false}, {"never made", forged, false}} {
+		for range 2 { // the second time from what was verified
+			ref, ok, err := seen.Lookup(ctx, tc.c.Digest)
+			if err != nil || ok != tc.want || ok && (ref.RecordID != tc.c.RecordID || ref.URL != tc.c.URL) {
+				t.Errorf("%s: Lookup = %+v, %v, %v; want found %v", tc.name, ref, ok, err, tc.want)
+			}
+		}
+	}
+}
+
+// A payload whose only capture was lost with its disk is stored again when
+// it is next fetched, though the digest's owner still names the lost
+// capture: the network must not keep pointing at what it no longer holds.
+func TestLostPayloadIsStoredAgain(t *testing.T) {
+	web := websim.New(websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+	_, proxyURL := startPoliteProxy(t, web)
+	nodes, cfgs := startNetwork(t, 3, proxyURL, func(c *Config) {
+		c.Replicas = 1 // the lost capture has no copy to come back from
+		c.Crawl.Scope = crawl.ScopeHost
+	})
+	ctx := context.Background()
+	type held struct {
+		node int
+		c    index.Capture
+	}
+	vendor := func() []held {
+		var out []held
+		for i, n := range nodes {
+			n.LocalCaptures(ctx, func(c index.Capture) bool {
+				if strings.HasSuffix(c.URL, "/js/vendor.min.js") {
+					out = append(out, held{i, c})
+				}
+				return true
+			})
+		}
+		return out
+	}
+	seeds := web.Seeds()
+	var v []held
+	for len(v) == 0 && len(seeds) > 0 {
+		if _, err := Submit(ctx, nodes[0].data, seeds[:1]); err != nil {
+			t.Fatal(err)
+		}
+		seeds = seeds[1:]
+		waitQuiet(t, nodes...)
+		v = vendor()
+	}
+	if len(v) != 1 || v[0].c.Type != warc.TypeResponse {
+		t.Fatalf("want the script stored once first, have %+v", v)
+	}
+	h := v[0].node
+	for nodes[h].dedup.Stats().Queued > 0 { // registered with the digest's owner
+		waitQuiet(t, nodes...)
+	}
+	nodes[h].stop(t)
+	if err := os.Remove(filepath.Join(nodes[h].data, "warc", v[0].c.Segment)); err != nil {
+		t.Fatal(err)
+	}
+	nodes[h] = start(t, nodes[h].name, cfgs[h])
+	waitMembers(t, 3, nodes...)
+	if _, err := Submit(ctx, nodes[0].data, seeds); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	v = vendor()
+	responses := 0
+	for _, x := range v {
+		if x.c.Type == warc.TypeResponse {
+			responses++
+		}
+		n := nodes[(x.node+1)%3]
+		resp, err := http.Get("http://" + n.Addrs().Content + "/web/" + x.c.Timestamp14() + "id_/" + x.c.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s (%s on %s) replays from %s with %s", x.c.URL, x.c.Type, nodes[x.node].name, n.name, resp.Status)
+		}
+	}
+	if len(v) == 0 || responses == 0 {
+		t.Errorf("%d captures of the script after the loss, %d storing it; want it stored again", len(v), responses)
 	}
 }

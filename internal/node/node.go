@@ -213,7 +213,7 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 		cc.Recover = n.recover
 		cc.Replicator = replicator{n}
 		cc.DropLost = true // what the disk lost, the replicas still hold
-		cc.Dedup = contentSeen{n.dedup}
+		cc.Dedup = newContentSeen(n.dedup, n.net)
 	}
 	if n.crawl, err = crawl.Open(cc); err != nil {
 		return nil, err
