@@ -67,13 +67,12 @@ func conditional(prev *recrawl.Entry) http.Header {
 	return h
 }
 
-// hasValidators says whether a fetch after prev is conditional. It is not
-// when the last capture stored no payload of the page's own but pointed at
-// another URL's: a 304 revisit would point there too, and replay it with
-// that URL's status and headers.
+// hasValidators says whether a fetch after prev is conditional. (When the
+// last capture pointed at another URL's payload, a 304 revisit points
+// there too; replay then takes the status and headers of the URL's own
+// last capture, not of that other URL.)
 func hasValidators(prev *recrawl.Entry) bool {
-	return prev != nil && prev.Captured() && (prev.ETag != "" || prev.LastModified != "") &&
-		(prev.Payload.URL == prev.URL || recrawl.Key(prev.Payload.URL) == prev.Key)
+	return prev != nil && prev.Captured() && (prev.ETag != "" || prev.LastModified != "")
 }
 
 // unchanged says how a fetched response relates to the last capture of its

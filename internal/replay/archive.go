@@ -176,7 +176,16 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 		// describe its bytes stay, Content-Type among them: some servers
 		// send a wrong one with a 304, and the bytes are the original's
 		// (RFC 9111 §3.2 lets a cache keep such fields).
-		h := base.header.Clone()
+		stored := base
+		if orig.URLKey != c.URLKey {
+			// The payload was first archived under another URL, whose
+			// status and headers are not this page's: the response that
+			// still stands is this URL's own last one with the payload.
+			if prev, ok := s.ownPrevious(ctx, c); ok {
+				stored = prev
+			}
+		}
+		h := stored.header.Clone()
 		if h == nil {
 			h = http.Header{}
 		}
@@ -185,7 +194,7 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 				h[k] = vs
 			}
 		}
-		return &response{status: base.status, header: h, payload: base.payload, truncated: base.truncated}, nil
+		return &response{status: stored.status, header: h, payload: base.payload, truncated: base.truncated}, nil
 	}
 	// Headers that describe the bytes come from the record that holds them.
 	for k := range payloadHeaders {
@@ -201,6 +210,33 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 // payloadHeaders frame the archived bytes: a revisit replays those of the
 // record the bytes come from.
 var payloadHeaders = map[string]bool{"Content-Encoding": true, "Transfer-Encoding": true, "Content-Length": true}
+
+// ownPrevious returns the status and headers of c's URL's last capture
+// before c with c's payload that was not itself a 304: the response a 304
+// revisit says still stands.
+func (s *Server) ownPrevious(ctx context.Context, c index.Capture) (*response, bool) {
+	var prev index.Capture
+	found := false
+	err := s.arc.CapturesBetween(ctx, c.URLKey, time.Time{}, c.Time, true, func(o index.Capture) (bool, error) {
+		if o.Time.Before(c.Time) && o.Digest == c.Digest && o.Status != http.StatusNotModified {
+			prev, found = o, true
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil || !found {
+		return nil, false
+	}
+	rec, err := s.arc.Record(ctx, prev)
+	if err != nil {
+		return nil, false
+	}
+	r, err := parseResponse(rec.Block)
+	if err != nil || r.status == 0 {
+		return nil, false
+	}
+	return r, true
+}
 
 // original finds the capture a revisit refers to: the capture of
 // WARC-Refers-To-Target-URI at WARC-Refers-To-Date when given, else the

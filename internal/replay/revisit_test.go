@@ -293,3 +293,31 @@ func TestCDXAndTimeMapListRevisits(t *testing.T) {
 		}
 	}
 }
+
+// A 304 revisit of a URL whose payload was first archived under another
+// URL replays with the status and headers of the URL's own last capture,
+// not the other URL's (here a 404 with the same bytes).
+func TestNotModifiedRevisitOfADuplicateKeepsItsOwnHeaders(t *testing.T) {
+	a := newTestArchive(t, []fixture{
+		{url: "http://cdn.example/missing.js", at: "20240101000000", status: http.StatusNotFound,
+			header: "Content-Type: text/plain\r\nX-Which: missing\r\n", body: vendorJS},
+		{url: "http://www.example/x.js", at: "20240102000000", revisit: true,
+			header: "Content-Type: application/javascript\r\nX-Which: x\r\nETag: \"e1\"\r\n", body: vendorJS},
+		{url: "http://www.example/x.js", at: "20240103000000", revisit: true, notModified: true,
+			refersTo: "http://cdn.example/missing.js 20240101000000",
+			header:   "Date: Wed, 03 Jan 2024 00:00:00 GMT\r\nETag: \"e1\"\r\n", body: vendorJS},
+	})
+	resp, body := get(t, a.content.URL+"/web/20240103000000id_/http://www.example/x.js")
+	if resp.StatusCode != http.StatusOK || body != vendorJS {
+		t.Fatalf("status %d, body %q; want x.js's 200 and the payload", resp.StatusCode, body)
+	}
+	for k, want := range map[string]string{
+		"Content-Type":           "application/javascript",
+		"X-Archive-Orig-X-Which": "x",
+		"X-Archive-Orig-Date":    "Wed, 03 Jan 2024 00:00:00 GMT",
+	} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("%s %q, want %q", k, got, want)
+		}
+	}
+}
