@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/archive"
@@ -32,6 +33,8 @@ type contentSeen struct {
 
 	mu       sync.Mutex
 	verified map[string]verifiedRef // digest → a hit found in the archive lately
+
+	notArchived atomic.Uint64 // hits whose capture was not found
 }
 
 type verifiedRef struct {
@@ -69,6 +72,7 @@ func (s *contentSeen) Lookup(ctx context.Context, digest string) (recrawl.Ref, b
 		return recrawl.Ref{}, false, fmt.Errorf("node: is the capture of %s still archived: %w", digest, err)
 	}
 	if !held {
+		s.notArchived.Add(1)
 		return recrawl.Ref{}, false, nil
 	}
 	s.mu.Lock()
@@ -138,4 +142,13 @@ func (n *Node) sendDedup(ctx context.Context, id, path string, body []byte) ([]b
 		return nil, fmt.Errorf("node: %s: answer over %d bytes", path, dedup.MaxBodyBytes)
 	}
 	return data, nil
+}
+
+// stats are the content-seen test's figures for Status.
+func (s *contentSeen) stats() ContentSeenStats {
+	d := s.c.Stats()
+	return ContentSeenStats{
+		Lookups: d.Lookups, Hits: d.Hits, Requests: d.Requests, Registered: d.Registered,
+		Queued: d.Queued, Dropped: d.Dropped, Errors: d.Errors, NotArchived: s.notArchived.Load(),
+	}
 }

@@ -120,6 +120,15 @@ func TestContentSeenAcrossNodes(t *testing.T) {
 	if crossNode == 0 {
 		t.Error("no node pointed at a payload another node holds")
 	}
+	var hits uint64
+	for _, n := range nodes {
+		if cs := n.Status(ctx).ContentSeen; cs != nil {
+			hits += cs.Hits
+		}
+	}
+	if hits < uint64(crossNode) {
+		t.Errorf("status reports %d content-seen hits over the nodes; %d revisits point across the network", hits, crossNode)
+	}
 
 	// Any node replays any of them, payload byte for byte.
 	var want []byte
@@ -338,5 +347,12 @@ func TestLostPayloadIsStoredAgain(t *testing.T) {
 	}
 	if len(v) == 0 || responses == 0 {
 		t.Errorf("%d captures of the script after the loss, %d storing it; want it stored again", len(v), responses)
+	}
+	var notArchived uint64
+	for _, n := range nodes {
+		notArchived += n.Status(ctx).ContentSeen.NotArchived
+	}
+	if notArchived == 0 {
+		t.Error("status reports no content-seen hit whose capture was missing")
 	}
 }

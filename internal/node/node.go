@@ -128,6 +128,7 @@ type Node struct {
 	push              *replicate.Queue
 	seen              *dedup.Registry // payload digests this node keeps for the network
 	dedup             *dedup.Client
+	contentSeen       *contentSeen // the crawler's view of dedup, which checks its hits
 	drain             drainState
 	handoff           handoffRunner
 	handedOver        atomic.Int64 // captures of sites not held here, pushed to their replicas
@@ -213,7 +214,8 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 		cc.Recover = n.recover
 		cc.Replicator = replicator{n}
 		cc.DropLost = true // what the disk lost, the replicas still hold
-		cc.Dedup = newContentSeen(n.dedup, n.net)
+		n.contentSeen = newContentSeen(n.dedup, n.net)
+		cc.Dedup = n.contentSeen
 	}
 	if n.crawl, err = crawl.Open(cc); err != nil {
 		return nil, err

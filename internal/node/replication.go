@@ -110,6 +110,13 @@ func (n *Node) metricsHandler() http.Handler {
 		metric("revisits_duplicate_total", "Revisit records of payloads archived under another URL.", "counter", float64(c.Revisits.Duplicate))
 		metric("revisits_queued_total", "URLs queued again because they fell due.", "counter", float64(c.RevisitsQueued))
 		metric("stored_bytes_total", "WARC bytes written for captures.", "counter", float64(c.Stored))
+		if cs := st.ContentSeen; cs != nil {
+			metric("content_seen_lookups_total", "Payload digests asked about in the network's content-seen test.", "counter", float64(cs.Lookups))
+			metric("content_seen_hits_total", "Payloads found archived by their digest's owner.", "counter", float64(cs.Hits))
+			metric("content_seen_errors_total", "Content-seen requests that failed (the payload was stored).", "counter", float64(cs.Errors))
+			metric("content_seen_hits_not_archived_total", "Content-seen hits whose capture was not in the archive (the payload was stored).", "counter", float64(cs.NotArchived))
+			metric("content_seen_registrations_queued", "Payload registrations waiting to reach their digest's owner.", "gauge", float64(cs.Queued))
+		}
 		if st.Replication != nil {
 			rs := st.Replication
 			metric("under_replicated_captures", "Captures made here with fewer than r acknowledged copies.", "gauge", float64(rs.UnderReplicated))

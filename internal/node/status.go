@@ -18,6 +18,9 @@ type Status struct {
 	// and of anti-entropy (a network node only).
 	Replication *ReplicationStats `json:"replication,omitempty"`
 	Repair      *RepairStats      `json:"repair,omitempty"`
+	// ContentSeen are the figures of the network's content-seen test (a
+	// network node only).
+	ContentSeen *ContentSeenStats `json:"content_seen,omitempty"`
 	// Members are the live admitted nodes, this one included, as this
 	// node sees them, each with its own figures when it answered.
 	Members []MemberStatus `json:"members"`
@@ -68,6 +71,21 @@ type RevisitStatus struct {
 	NotModified int64 `json:"not_modified"` // the server answered 304
 	Unchanged   int64 `json:"unchanged"`    // the URL's payload had not changed
 	Duplicate   int64 `json:"duplicate"`    // another URL's payload, here or on another node
+}
+
+// ContentSeenStats are the figures of the content-seen test since the
+// node started (see dedup.Stats).
+type ContentSeenStats struct {
+	Lookups    uint64 `json:"lookups"`    // payload digests asked about
+	Hits       uint64 `json:"hits"`       // found archived by the digest's owner
+	Requests   uint64 `json:"requests"`   // lookup requests sent to other nodes
+	Registered uint64 `json:"registered"` // new payloads taken by their owner's registry
+	Queued     int    `json:"queued"`     // registrations waiting
+	Dropped    uint64 `json:"dropped"`    // registrations given up
+	Errors     uint64 `json:"errors"`     // requests that failed (the payload was stored)
+	// NotArchived counts hits whose capture the network's index did not
+	// have (lost, or named by a faulty peer): the payload was stored.
+	NotArchived uint64 `json:"hits_not_archived"`
 }
 
 // ExchangeStatus are the link-exchange figures (UbiCrawler's communication
@@ -129,6 +147,10 @@ func (n *Node) localStatus() Status {
 		st.Repair = &rs
 		ps := n.replicationStats()
 		st.Replication = &ps
+	}
+	if n.contentSeen != nil {
+		cs := n.contentSeen.stats()
+		st.ContentSeen = &cs
 	}
 	if n.out != nil {
 		os := n.out.Stats()
