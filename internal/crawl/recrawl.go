@@ -67,10 +67,7 @@ func conditional(prev *recrawl.Entry) http.Header {
 	return h
 }
 
-// hasValidators says whether a fetch after prev is conditional. (When the
-// last capture pointed at another URL's payload, a 304 revisit points
-// there too; replay then takes the status and headers of the URL's own
-// last capture, not of that other URL.)
+// hasValidators says whether a fetch after prev is conditional.
 func hasValidators(prev *recrawl.Entry) bool {
 	return prev != nil && prev.Captured() && (prev.ETag != "" || prev.LastModified != "")
 }

@@ -298,9 +298,7 @@ func TestRecrawlContinuousAdapts(t *testing.T) {
 func TestRecrawlKeepsFirstURL(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
-		w.Header().Set("ETag", `"v1"`)
-		if r.Header.Get("If-None-Match") == `"v1"` {
-			w.WriteHeader(http.StatusNotModified)
+		if notModified(w, r, `"v1"`) {
 			return
 		}
 		io.WriteString(w, "<html><body><p>The same page whatever the session.</p></body></html>")
@@ -338,17 +336,13 @@ func TestRecrawlTrustsOnlyWholeCaptures(t *testing.T) {
 		mu.Unlock()
 		switch r.URL.Path {
 		case "/long":
-			w.Header().Set("ETag", `"t1"`)
-			if r.Header.Get("If-None-Match") == `"t1"` {
-				w.WriteHeader(http.StatusNotModified)
+			if notModified(w, r, `"t1"`) {
 				return
 			}
 			w.Header().Set("Content-Type", "text/plain")
 			io.WriteString(w, strings.Repeat("0123456789", 1000))
 		case "/error":
-			w.Header().Set("ETag", `"e1"`)
-			if r.Header.Get("If-None-Match") == `"e1"` {
-				w.WriteHeader(http.StatusNotModified)
+			if notModified(w, r, `"e1"`) {
 				return
 			}
 			http.Error(w, "try later", http.StatusServiceUnavailable)
@@ -452,9 +446,7 @@ func TestRevisitCountsOfDuplicates(t *testing.T) {
 			w.WriteHeader(http.StatusNotFound)
 			io.WriteString(w, body)
 		case "/x.js":
-			w.Header().Set("ETag", `"e1"`)
-			if r.Header.Get("If-None-Match") == `"e1"` {
-				w.WriteHeader(http.StatusNotModified)
+			if notModified(w, r, `"e1"`) {
 				return
 			}
 			w.Header().Set("Content-Type", "application/javascript")
@@ -481,4 +473,15 @@ func TestRevisitCountsOfDuplicates(t *testing.T) {
 	if s.Unchanged != 2 || s.Duplicates != 0 || s.NotModified != 1 {
 		t.Errorf("re-crawl revisits: %d unchanged, %d duplicates, %d not modified; want 2, 0, 1", s.Unchanged, s.Duplicates, s.NotModified)
 	}
+}
+
+// notModified sets the ETag of a test server's response and answers 304
+// when the request's If-None-Match names it.
+func notModified(w http.ResponseWriter, r *http.Request, etag string) bool {
+	w.Header().Set("ETag", etag)
+	if r.Header.Get("If-None-Match") != etag {
+		return false
+	}
+	w.WriteHeader(http.StatusNotModified)
+	return true
 }
