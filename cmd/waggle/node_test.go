@@ -57,8 +57,22 @@ func testStableNetwork(t *testing.T, bin string) {
 		"--scope", "any", "--max-host-pages", strconv.Itoa(hostPages), "--max-crawl-delay", "1ms", "--workers", "8", "--timeout", "10s"},
 		web.Seeds()...)...)
 	want := map[string]bool{}
+	urls := map[string]map[string]bool{} // distinct URLs archived per host
 	for _, cp := range c.index(single) {
 		want[cp.key] = true
+		h := urlkey.Host(cp.url)
+		if urls[h] == nil {
+			urls[h] = map[string]bool{}
+		}
+		urls[h][cp.url] = true
+	}
+	// The limit counts URLs queued per host, of which a few are not
+	// archived (robots.txt forbids them): a host that came near it was cut.
+	capped := map[string]bool{}
+	for h, us := range urls {
+		if len(us) >= hostPages*9/10 {
+			capped[urlkey.Site("http://"+h+"/")] = true
+		}
 	}
 
 	// One copy of each capture: the test is of the division of labour, and
@@ -77,7 +91,7 @@ func testStableNetwork(t *testing.T, bin string) {
 	}
 
 	holders, got, fetches := c.holdings(nodes)
-	compareCoverage(t, want, got, web.Pages(), hostPages)
+	compareCoverage(t, want, got, web.Pages(), capped)
 	if o := overlapOf(fetches); o != 0 {
 		for u, ts := range fetches {
 			if len(ts) > 1 && !strings.HasSuffix(u, "/robots.txt") {
@@ -95,27 +109,20 @@ func testStableNetwork(t *testing.T, bin string) {
 }
 
 // compareCoverage checks that the network archived what one node archives
-// (want). On a site whose trap filled the per-host limit, which trap URLs
-// make it under the limit depends on the order links arrive in — with one
-// node as with many — so there the network must archive as many keys and
-// every real page the single node did, not the same calendar months.
-func compareCoverage(t *testing.T, want, got map[string]bool, pages []string, limit int) {
+// (want). On a site whose trap filled the per-host limit (capped), which
+// trap URLs make it under the limit depends on the order links arrive in —
+// with one node as with many — so there the network must archive every
+// real page the single node did and fill the limit too, not archive the
+// same calendar months.
+func compareCoverage(t *testing.T, want, got map[string]bool, pages []string, capped map[string]bool) {
 	t.Helper()
-	perSite := func(keys map[string]bool) map[string]int {
-		n := map[string]int{}
-		for k := range keys {
-			n[urlkey.SiteOfKey(k)]++
-		}
-		return n
-	}
-	wantN, gotN := perSite(want), perSite(got)
 	real := map[string]bool{}
 	for _, p := range pages {
 		if k, err := urlkey.SURT(p); err == nil {
 			real[k] = true
 		}
 	}
-	full := func(k string) bool { return wantN[urlkey.SiteOfKey(k)] >= limit }
+	full := func(k string) bool { return capped[urlkey.SiteOfKey(k)] }
 	for k := range want {
 		if !got[k] && (!full(k) || real[k]) {
 			t.Errorf("%s was archived by a single node but by no node of the network", k)
@@ -126,9 +133,17 @@ func compareCoverage(t *testing.T, want, got map[string]bool, pages []string, li
 			t.Errorf("%s was archived by the network but not by a single node", k)
 		}
 	}
-	for site, n := range wantN {
-		if n >= limit && gotN[site] != n {
-			t.Errorf("site %s: a single node archived %d keys (its trap filled the limit of %d), the network %d", site, n, limit, gotN[site])
+	perSite := func(keys map[string]bool) map[string]int {
+		n := map[string]int{}
+		for k := range keys {
+			n[urlkey.SiteOfKey(k)]++
+		}
+		return n
+	}
+	wantN, gotN := perSite(want), perSite(got)
+	for site := range capped {
+		if gotN[site] < wantN[site]*9/10 {
+			t.Errorf("site %s: a single node archived %d keys (its trap filled the limit), the network only %d", site, wantN[site], gotN[site])
 		}
 	}
 }

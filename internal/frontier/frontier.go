@@ -31,6 +31,8 @@ import (
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/cockroachdb/pebble/v2"
 	pebblebloom "github.com/cockroachdb/pebble/v2/bloom"
+
+	"github.com/waggle-archive/waggle/internal/urlkey"
 )
 
 // ErrEmpty is returned by Next when nothing is queued and nothing is in flight.
@@ -52,7 +54,7 @@ type Options struct {
 // Item is a URL to crawl.
 type Item struct {
 	URL   string // canonical absolute URL
-	Key   string // identity for the seen test (e.g. its SURT); URL when empty
+	Key   string // identity for the seen test; when empty, the URL without session IDs
 	Host  string // politeness key; queues are per host
 	Depth int    // hops from a seed
 	Via   string // page it was found on
@@ -242,6 +244,15 @@ func prefixEnd(p string) []byte {
 	return b
 }
 
+// seenID is the identity under which a URL is queued once: its key, or
+// the URL without the session IDs a trap hands out on every page.
+func seenID(key, url string) string {
+	if key != "" {
+		return key
+	}
+	return urlkey.WithoutSessionIDs(url)
+}
+
 func (f *Frontier) host(name string) *host {
 	h := f.hosts[name]
 	if h == nil {
@@ -265,11 +276,7 @@ func (f *Frontier) Add(b *pebble.Batch, items []Item) (int, error) {
 			f.stats.Dropped[reason]++
 			continue
 		}
-		id := it.Key
-		if id == "" {
-			id = it.URL
-		}
-		sum := sha256.Sum256([]byte(id))
+		sum := sha256.Sum256([]byte(seenID(it.Key, it.URL)))
 		hash := sum[:16]
 		h64 := binary.LittleEndian.Uint64(hash) | 1 // never 0, the empty slot
 		slot := &f.recent[h64&(recentSize-1)]
@@ -423,11 +430,7 @@ func (f *Frontier) Done(b *pebble.Batch, l Lease) error {
 // and its mark in the seen set, so that the URL is taken again if it comes
 // back here with its host.
 func (f *Frontier) Forward(b *pebble.Batch, l Lease) error {
-	id := l.Key
-	if id == "" {
-		id = l.URL
-	}
-	sum := sha256.Sum256([]byte(id))
+	sum := sha256.Sum256([]byte(seenID(l.Key, l.URL)))
 	if err := b.Delete(append([]byte("f/s/"), sum[:16]...), nil); err != nil {
 		return fmt.Errorf("frontier: %w", err)
 	}

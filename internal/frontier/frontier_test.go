@@ -114,6 +114,30 @@ func TestSeenAndTrapLimits(t *testing.T) {
 	}
 }
 
+// TestSessionIDsAreOneURL: a site that puts a new session ID in every link
+// (a trap) has each of its pages queued once, under the first variant
+// found, and the variants do not eat into the host's page limit.
+func TestSessionIDsAreOneURL(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	f, _ := Open(db, Options{MaxPagesPerHost: 3})
+	const id1, id2 = "0123456789abcdef0123456789abcdef", "FEDCBA9876543210FEDCBA9876543210"
+	if n := add(t, db, f, item("a", "/shop;jsessionid="+id1, 0), item("a", "/shop;jsessionid="+id2, 1),
+		item("a", "/shop?PHPSESSID="+id2, 1)); n != 1 {
+		t.Fatalf("queued %d session variants of /shop, want 1", n)
+	}
+	if n := add(t, db, f, item("a", "/Shop;jsessionid="+id1, 1), item("a", "/cart?sid="+id1, 1),
+		item("a", "/cart?sid="+id2, 1), item("a", "/shop", 2)); n != 2 {
+		t.Fatalf("queued %d of /Shop, /cart twice and /shop, want 2 (/Shop and /cart; paths keep their case)", n)
+	}
+	if l, want := next(t, f), "http://a/shop;jsessionid="+id1; l.URL != want {
+		t.Errorf("first lease %s, want the variant found first, %s", l.URL, want)
+	}
+	if d := f.Stats().Dropped; d["seen"] != 4 || d["host-limit"] != 0 {
+		t.Errorf("dropped %v, want 4 seen and none at the host limit", d)
+	}
+}
+
 // TestRestart: URLs queued or leased when the process stopped come back;
 // URLs done or seen stay so; nothing is queued twice.
 func TestRestart(t *testing.T) {

@@ -239,34 +239,94 @@ func surt(raw string, fast bool) (string, error) {
 // ASCII, without newlines, where the expressions' case folding and "."
 // change nothing. FuzzQuerySessionIDs holds it to the expressions, which
 // cost more than the rest of the key.
-func stripQuerySessionIDs(q string) string {
-	q = cutSessionID(q, "jsessionid=", alnumRun(32))
-	q = cutSessionID(q, "phpsessid=", alnumRun(32))
-	q = cutSessionID(q, "sid=", alnumRun(32))
-	q = cutSessionID(q, "aspsessionid", aspSessionValue)
-	return cutSessionID(q, "cfid=", cfTokenValue)
+func stripQuerySessionIDs(q string) string { return cutQuerySessionIDs(q, q) }
+
+// querySessionIDs are the names and values stripQuerySessionIDs removes,
+// in its order.
+var querySessionIDs = []struct {
+	name  string
+	value func(v string) int
+}{
+	{"jsessionid=", alnumRun(32)},
+	{"phpsessid=", alnumRun(32)},
+	{"sid=", alnumRun(32)},
+	{"aspsessionid", aspSessionValue},
+	{"cfid=", cfTokenValue},
+}
+
+// cutQuerySessionIDs is stripQuerySessionIDs on a query of any case: the
+// IDs are looked for in lower, q lower-cased, and cut from both (an ASCII
+// query keeps its length when lower-cased).
+func cutQuerySessionIDs(q, lower string) string {
+	for _, id := range querySessionIDs {
+		q, lower = cutSessionID(q, lower, id.name, id.value)
+	}
+	return q
 }
 
 // cutSessionID removes the last name+value from q that ends q or is
-// followed by "&". valueLen is the length of the value v starts with, or
-// -1 when it has none.
-func cutSessionID(q, name string, valueLen func(v string) int) string {
-	for end := len(q); ; {
-		p := strings.LastIndex(q[:end], name)
+// followed by "&", finding it in lower. valueLen is the length of the
+// value v starts with, or -1 when it has none.
+func cutSessionID(q, lower, name string, valueLen func(v string) int) (string, string) {
+	for end := len(lower); ; {
+		p := strings.LastIndex(lower[:end], name)
 		if p < 0 {
-			return q
+			return q, lower
 		}
 		v := p + len(name)
-		if n := valueLen(q[v:]); n >= 0 {
+		if n := valueLen(lower[v:]); n >= 0 {
 			switch e := v + n; {
-			case e == len(q):
-				return q[:p]
-			case q[e] == '&':
-				return q[:p] + q[e+1:]
+			case e == len(lower):
+				return q[:p], lower[:p]
+			case lower[e] == '&':
+				return q[:p] + q[e+1:], lower[:p] + lower[e+1:]
 			}
 		}
 		end = v - 1 // an earlier, perhaps overlapping, occurrence
 	}
+}
+
+// WithoutSessionIDs returns canonical URL u without the session IDs its
+// SURT key leaves out, and otherwise as it is (case included). It is the
+// identity under which the crawler takes a URL once: a site that hands out
+// a new session ID on every page — a trap, and a common one — is crawled
+// as if it had none, as Heritrix's canonicalization does. Which variant is
+// fetched is the one found first.
+func WithoutSessionIDs(u string) string {
+	lower := strings.ToLower(u)
+	if len(lower) != len(u) || !strings.Contains(lower, "sessionid") && !strings.Contains(lower, "sid=") &&
+		!strings.Contains(lower, "cfid=") && !strings.Contains(u, "(") {
+		return u
+	}
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return u
+	}
+	p := strings.IndexByte(u[i+3:], '/')
+	if p < 0 {
+		return u
+	}
+	p += i + 3
+	path, query, hasQuery := strings.Cut(u[p:], "?")
+	if strings.Contains(path, ";") {
+		path = pathJsessionID.ReplaceAllString(path, "")
+	}
+	if strings.Contains(path, "(") {
+		for _, re := range pathSessionIDs {
+			path = re.ReplaceAllString(path, "$1$3")
+		}
+	}
+	if path == "" {
+		path = "/"
+	}
+	if hasQuery {
+		// IA's expressions leave the "&" before an ID that ends the query.
+		query = strings.TrimSuffix(cutQuerySessionIDs(query, lower[len(lower)-len(query):]), "&")
+		if query != "" {
+			return u[:p] + path + "?" + query
+		}
+	}
+	return u[:p] + path
 }
 
 func isAlnum(c byte) bool {

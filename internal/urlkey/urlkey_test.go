@@ -82,20 +82,55 @@ func FuzzQuerySessionIDs(f *testing.F) {
 		f.Add(q)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
-		q = strings.ToLower(q)
 		for i := 0; i < len(q); i++ {
 			if q[i] >= 0x80 || q[i] == '\n' {
 				return
 			}
 		}
-		want := q
+		lower := strings.ToLower(q)
+		want := lower
 		for _, re := range ia {
 			want = re.ReplaceAllString(want, "$1$2")
 		}
-		if got := stripQuerySessionIDs(q); got != want {
-			t.Fatalf("stripQuerySessionIDs(%q) = %q, the expressions give %q", q, got, want)
+		if got := stripQuerySessionIDs(lower); got != want {
+			t.Fatalf("stripQuerySessionIDs(%q) = %q, the expressions give %q", lower, got, want)
+		}
+		// The case-keeping cut removes the same IDs and keeps the rest's case.
+		got := cutQuerySessionIDs(q, lower)
+		if strings.ToLower(got) != want {
+			t.Fatalf("cutQuerySessionIDs(%q) = %q, the expressions give %q", q, got, want)
+		}
+		if want == lower && got != q {
+			t.Fatalf("cutQuerySessionIDs(%q) = %q: it changed a query without session IDs", q, got)
 		}
 	})
+}
+
+func TestWithoutSessionIDs(t *testing.T) {
+	id := "0123456789ABCDEF0123456789abcdef"
+	for _, c := range []struct{ in, want string }{
+		{"http://example.com/Shop/Item?A=1", "http://example.com/Shop/Item?A=1"},
+		{"http://example.com/Shop/;jsessionid=" + id, "http://example.com/Shop/"},
+		{"http://example.com/;JSESSIONID=" + id, "http://example.com/"},
+		{"http://example.com/a;jsessionid=" + id + "?Page=2", "http://example.com/a?Page=2"},
+		{"http://example.com/a?PHPSESSID=" + id + "&Page=2", "http://example.com/a?Page=2"},
+		{"http://example.com/a?Page=2&sid=" + id, "http://example.com/a?Page=2"},
+		{"http://example.com/a?sid=" + id, "http://example.com/a"},
+		{"http://example.com/a?sid=short", "http://example.com/a?sid=short"},
+		{"http://example.com/x/(S(abcdefghijklmnopqrstuvwx))/Default.aspx", "http://example.com/x/Default.aspx"},
+		{"http://example.com/(parens)/a", "http://example.com/(parens)/a"},
+		{"http://example.com", "http://example.com"},
+	} {
+		if got := WithoutSessionIDs(c.in); got != c.want {
+			t.Errorf("WithoutSessionIDs(%q) = %q, want %q", c.in, got, c.want)
+		}
+		// Whatever it cuts, it cuts what the SURT key leaves out.
+		k1, err1 := SURT(c.in)
+		k2, err2 := SURT(WithoutSessionIDs(c.in))
+		if err1 != nil || err2 != nil || k1 != k2 {
+			t.Errorf("SURT of %q is %q (%v), of its identity %q (%v)", c.in, k1, err1, k2, err2)
+		}
+	}
 }
 
 // TestStripWWW checks the hand-written www strip against IA's expression.
