@@ -37,6 +37,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/waggle-archive/waggle/internal/peer"
+	"github.com/waggle-archive/waggle/internal/urlkey"
 )
 
 // Path is the path batches are posted to.
@@ -183,13 +184,20 @@ func Open(cfg Config) (*Outbox, error) {
 			p.cursor, p.since = seq, now
 		}
 		p.pending++
-		p.recent.add(maphash.String(o.seed, l.URL))
+		p.recent.add(o.linkID(l.URL))
 		o.seq = max(o.seq, seq)
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
 	return o, nil
+}
+
+// linkID is a URL's identity in the recent caches: the one the receiving
+// frontier's seen test uses, so that the session-ID variants a trap hands
+// out are sent once.
+func (o *Outbox) linkID(url string) uint64 {
+	return maphash.String(o.seed, urlkey.WithoutSessionIDs(url))
 }
 
 // peer returns the state of peer id, creating it. o.mu is held.
@@ -235,7 +243,7 @@ func (o *Outbox) Forward(b *pebble.Batch, peerID string, links []Link) error {
 	defer o.mu.Unlock()
 	p := o.peer(peerID)
 	for _, l := range links {
-		p.recent.remove(maphash.String(o.seed, l.URL))
+		p.recent.remove(o.linkID(l.URL))
 	}
 	return o.add(b, p, links)
 }
@@ -248,7 +256,7 @@ func (o *Outbox) add(b *pebble.Batch, p *peerState, links []Link) error {
 			o.log.Debug("outbox: dropping link", "peer", p.id, "url", truncate(l.URL), "depth", l.Depth, "reason", why)
 			continue
 		}
-		h := maphash.String(o.seed, l.URL)
+		h := o.linkID(l.URL)
 		if p.recent.has(h) {
 			o.repeats.Add(1)
 			continue
@@ -355,7 +363,7 @@ func (o *Outbox) Reroute(b *pebble.Batch, owner func(url string) (peerID string)
 		to := o.peer(m.to)
 		// A URL moved from a gone peer is new to its owner: the recent
 		// cache must not drop it.
-		to.recent.remove(maphash.String(o.seed, m.link.URL))
+		to.recent.remove(o.linkID(m.link.URL))
 		if err := o.add(b, to, []Link{m.link}); err != nil {
 			return err
 		}
