@@ -79,6 +79,7 @@ type Stats struct {
 	Queued     int    // Refs waiting to be registered now, those being sent included
 	Dropped    uint64 // Refs never registered: over MaxQueue, or not valid
 	Errors     uint64 // requests and local registrations that failed
+	HandedOver uint64 // registry entries moved to their owners by HandOver
 }
 
 // A Client asks the owners of digests whether their payloads are archived,
@@ -93,7 +94,7 @@ type Client struct {
 	wake    chan struct{} // a registration was queued
 	running atomic.Bool
 
-	lookups, hits, requests, registered, dropped, errs atomic.Uint64
+	lookups, hits, requests, registered, dropped, errs, handedOver atomic.Uint64
 
 	mu       sync.Mutex
 	owners   map[string]*ownerLookups // lookups waiting for or in flight to a node
@@ -465,6 +466,7 @@ func (c *Client) flush(ctx context.Context) (next time.Time) {
 	for owner, idx := range groups {
 		wg.Go(func() {
 			unsent := c.registerWith(ctx, owner, refs, idx)
+			c.registered.Add(uint64(len(idx) - len(unsent)))
 			if len(unsent) == 0 {
 				return
 			}
@@ -536,10 +538,84 @@ func (c *Client) registerWith(ctx context.Context, owner string, refs []Ref, idx
 			return idx
 		}
 		c.reached(owner)
-		c.registered.Add(uint64(n))
 		idx = idx[n:]
 	}
 	return nil
+}
+
+// handOverBatch bounds the registry entries HandOver reads at a time.
+const handOverBatch = 4096
+
+// HandOver moves the entries of this node's registry whose digests owner
+// gives to another node to that node, as Apoidea's peers hand over their
+// keys when the ring changes: a node that joins learns the payloads
+// archived before it came, and one that leaves passes on what it knew.
+// Each entry is registered with its owner (first-wins, as any
+// registration) and removed here once the owner has it durable. Entries
+// whose owner cannot be reached, or is being backed off from, stay for a
+// later call; HandOver then returns an error saying how many. It returns
+// how many entries moved.
+func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID string, ok bool)) (moved int, err error) {
+	elsewhere := func(d string) (string, bool) {
+		o, ok := owner(d)
+		return o, ok && o != c.cfg.Self
+	}
+	stay, bad := 0, 0
+	for after := ""; ; {
+		refs, last, corrupt, err := c.cfg.Local.foreign(after, handOverBatch, func(d string) bool {
+			_, ok := elsewhere(d)
+			return ok
+		})
+		bad += corrupt
+		if err != nil {
+			return moved, err
+		}
+		groups := make(map[string][]int)
+		for i, ref := range refs {
+			if o, ok := elsewhere(ref.Digest); ok {
+				groups[o] = append(groups[o], i)
+			}
+		}
+		for o, idx := range groups {
+			if c.backedOff(o) {
+				stay += len(idx)
+				continue
+			}
+			unsent := c.registerWith(ctx, o, refs, idx)
+			sent := make([]Ref, 0, len(idx)-len(unsent))
+			for _, i := range idx[:len(idx)-len(unsent)] {
+				sent = append(sent, refs[i])
+			}
+			if err := c.cfg.Local.remove(sent); err != nil {
+				return moved, err
+			}
+			moved += len(sent)
+			c.handedOver.Add(uint64(len(sent)))
+			stay += len(unsent)
+		}
+		if ctx.Err() != nil {
+			return moved, ctx.Err()
+		}
+		if last == "" {
+			break
+		}
+		after = last
+	}
+	if bad > 0 {
+		c.log.Warn("dedup: corrupt registry entries left out of a hand-over", "entries", bad)
+	}
+	if stay > 0 {
+		return moved, fmt.Errorf("dedup: %d registry entries stay here for now: their owners could not be reached", stay)
+	}
+	return moved, nil
+}
+
+// backedOff reports whether requests to owner wait for its back-off.
+func (c *Client) backedOff(owner string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	bo := c.backoff[owner]
+	return bo != nil && time.Now().Before(bo.until)
 }
 
 // Stats returns the client's counters.
@@ -555,5 +631,6 @@ func (c *Client) Stats() Stats {
 		Queued:     queued,
 		Dropped:    c.dropped.Load(),
 		Errors:     c.errs.Load(),
+		HandedOver: c.handedOver.Load(),
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // fakeNet is a network of registries that a Client's Send reaches through
@@ -375,5 +377,102 @@ func TestClientIgnoresStrayAnswers(t *testing.T) {
 	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: send})
 	if _, ok, err := c.Lookup(context.Background(), digest(1)); err != nil || ok {
 		t.Errorf("Lookup = %v, %v; want a miss", ok, err)
+	}
+}
+
+// After a ring change, HandOver moves the entries whose digests another
+// node now owns to that node and removes them here; the entries of an
+// owner that cannot be reached stay until a later call, and an owner's
+// own first entry is kept over the one handed to it.
+func TestHandOverMovesEntriesToTheirOwners(t *testing.T) {
+	net := newFakeNet(t, "a", "b", "c")
+	a := net.regs["a"]
+	// More entries than one read of the registry takes.
+	const n = handOverBatch + 500
+	refs := make([]Ref, n)
+	for i := range refs {
+		refs[i] = ref(i, 1)
+	}
+	if _, err := a.Register(refs); err != nil {
+		t.Fatal(err)
+	}
+	// b already knows digest 1, from another capture.
+	if _, err := net.regs["b"].Register([]Ref{ref(1, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	// A corrupt entry is left out, and does not stop the hand-over.
+	if err := a.db.Set([]byte(keyPrefix+"sha1:CORRUPT"), []byte{9, 9}, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	ownerOf := func(d string) (string, bool) {
+		var i int
+		if _, err := fmt.Sscanf(d, "sha1:%d", &i); err != nil {
+			return "b", true
+		}
+		return []string{"a", "b", "c"}[i%3], true
+	}
+	var owned [3][]string // digests by owner
+	for i := range n {
+		owned[i%3] = append(owned[i%3], digest(i))
+	}
+
+	c := NewClient(ClientConfig{Self: "a", Owner: ownerOf, Local: a, Send: net.send})
+	c.minBackoff, c.maxBackoff = time.Millisecond, 4*time.Millisecond
+	net.setDown("c", true)
+	moved, err := c.HandOver(context.Background(), ownerOf)
+	if err == nil {
+		t.Error("HandOver with c down returned no error")
+	}
+	if moved != len(owned[1]) {
+		t.Errorf("HandOver with c down moved %d entries, want b's %d", moved, len(owned[1]))
+	}
+	found := func(reg string, digests []string) []Ref {
+		t.Helper()
+		refs, err := net.regs[reg].Lookup(digests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return refs
+	}
+	if got := found("b", owned[1]); len(got) != len(owned[1]) {
+		t.Errorf("b holds %d of its %d digests", len(got), len(owned[1]))
+	}
+	if got := found("b", []string{digest(1)}); len(got) != 1 || !equalRef(got[0], ref(1, 2)) {
+		t.Errorf("b's entry for digest 1 = %+v, want its own first one", got)
+	}
+	if got := found("a", owned[1]); len(got) != 0 {
+		t.Errorf("a still holds %d of b's digests", len(got))
+	}
+	if got := found("a", append(owned[0], owned[2]...)); len(got) != len(owned[0])+len(owned[2]) {
+		t.Errorf("a holds %d of its own and c's %d digests", len(got), len(owned[0])+len(owned[2]))
+	}
+
+	net.setDown("c", false)
+	time.Sleep(10 * time.Millisecond) // past the back-off from c
+	moved, err = c.HandOver(context.Background(), ownerOf)
+	if err != nil || moved != len(owned[2]) {
+		t.Errorf("HandOver with c back = %d, %v; want c's %d", moved, err, len(owned[2]))
+	}
+	if got := found("c", owned[2]); len(got) != len(owned[2]) {
+		t.Errorf("c holds %d of its %d digests", len(got), len(owned[2]))
+	}
+	for i, d := range owned[2] {
+		if got := found("c", []string{d}); len(got) != 1 || !equalRef(got[0], ref(3*i+2, 1)) {
+			t.Fatalf("c's entry for %s = %+v, want a's", d, got)
+		}
+	}
+	if got := found("a", append(owned[1], owned[2]...)); len(got) != 0 {
+		t.Errorf("a still holds %d entries it handed over", len(got))
+	}
+	if got := found("a", owned[0]); len(got) != len(owned[0]) {
+		t.Errorf("a holds %d of its own %d digests", len(got), len(owned[0]))
+	}
+	if st := c.Stats(); st.HandedOver != uint64(len(owned[1])+len(owned[2])) || st.Registered != 0 {
+		t.Errorf("Stats = %+v; want HandedOver %d and Registered 0", st, len(owned[1])+len(owned[2]))
+	}
+	// Nothing left to move: no request.
+	before := net.registers
+	if moved, err := c.HandOver(context.Background(), ownerOf); moved != 0 || err != nil || net.registers != before {
+		t.Errorf("a third HandOver = %d, %v with %d requests", moved, err, net.registers-before)
 	}
 }

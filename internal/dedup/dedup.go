@@ -41,12 +41,15 @@
 //     loses dedup opportunities, not data: the captures themselves are
 //     replicated by package replicate, and every Ref names a capture by URL,
 //     time and record ID, which replay finds on whichever node holds it.
-//   - When the ring changes, lookups ask the new owner, whose registry does
-//     not yet know the digests it took over; the first node to store such a
-//     payload again registers it there, so the registry refills itself at
-//     the cost of one more copy per payload. Moving entries on ring changes
-//     (as Apoidea does) would save those copies, but needs a protocol of its
-//     own; it is not done.
+//   - When the ring changes, lookups ask the new owner. Client.HandOver,
+//     which a node runs on every ring change and when it leaves, moves
+//     the entries it keeps for digests another node now owns to that node
+//     (as Apoidea's peers hand over keys), through the same register
+//     requests, and removes them here once they are durable there. Until
+//     an entry has arrived, and for the entries of an owner that failed
+//     without leaving, a lookup misses: the first node to store such a
+//     payload again registers it, so the registry refills itself at the
+//     cost of one more copy per payload.
 //   - The registration queue is in memory and bounded (ClientConfig.MaxQueue,
 //     the oldest dropped beyond it, counted in Stats.Dropped); a registration
 //     lost to the bound or a restart only costs a later duplicate. Queued

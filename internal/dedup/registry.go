@@ -106,6 +106,65 @@ func (r *Registry) Register(refs []Ref) (added int, err error) {
 	return added, nil
 }
 
+// foreign returns up to limit entries, in digest order after the digest
+// after ("" for the first), whose digest pick selects, and the last digest
+// it read ("" once it read the last entry). Corrupt entries are skipped
+// and counted in bad: they can only cost a duplicate.
+func (r *Registry) foreign(after string, limit int, pick func(digest string) bool) (refs []Ref, last string, bad int, err error) {
+	lower := []byte(keyPrefix + after)
+	if after != "" {
+		lower = append(lower, 0) // the next key after it
+	}
+	it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(keyPrefix)})
+	if err != nil {
+		return nil, "", 0, fmt.Errorf("dedup: reading the registry: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		last = string(it.Key()[len(keyPrefix):])
+		if !pick(last) {
+			continue
+		}
+		ref, err := decodeEntry(last, it.Value())
+		if err != nil {
+			bad++
+			continue
+		}
+		if refs = append(refs, ref); len(refs) == limit {
+			return refs, last, bad, nil
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, "", bad, fmt.Errorf("dedup: reading the registry: %w", err)
+	}
+	return refs, "", bad, nil
+}
+
+// prefixEnd is the first key after every key that starts with prefix.
+func prefixEnd(prefix string) []byte {
+	end := []byte(prefix)
+	end[len(end)-1]++
+	return end
+}
+
+// remove deletes the entries of refs' digests.
+func (r *Registry) remove(refs []Ref) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.db.NewBatch()
+	defer b.Close()
+	for _, ref := range refs {
+		if err := b.Delete([]byte(keyPrefix+ref.Digest), nil); err != nil {
+			return fmt.Errorf("dedup: staging the removal of %s: %w", ref.Digest, err)
+		}
+	}
+	// Not synced: an entry a crash brings back is only sent again.
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("dedup: removing entries handed over: %w", err)
+	}
+	return nil
+}
+
 func (r *Registry) get(db pebble.Reader, digest string) (Ref, bool, error) {
 	v, closer, err := db.Get([]byte(keyPrefix + digest))
 	if errors.Is(err, pebble.ErrNotFound) {

@@ -116,6 +116,21 @@ func (n *Node) digestOwner(digest string) (string, bool) {
 	return o.ID, ok
 }
 
+// handOverRegistry moves the content-seen registry's entries for digests
+// other nodes now own to them. Entries whose owner could not be reached
+// are tried again after the next anti-entropy round; until then a lookup
+// of them misses, which costs a duplicate, never data.
+func (n *Node) handOverRegistry(ctx context.Context) {
+	moved, err := n.dedup.HandOver(ctx, n.digestOwner)
+	n.registryBehind.Store(err != nil)
+	if moved > 0 {
+		n.log.Info("node: handed content-seen registry entries to their new owners", "entries", moved)
+	}
+	if err != nil && ctx.Err() == nil {
+		n.log.Warn("node: handing the content-seen registry over", "moved", moved, "err", err)
+	}
+}
+
 // sendDedup posts a content-seen request to a member.
 func (n *Node) sendDedup(ctx context.Context, id, path string, body []byte) ([]byte, error) {
 	addr, ok := n.resolve(id)
@@ -150,5 +165,6 @@ func (s *contentSeen) stats() ContentSeenStats {
 	return ContentSeenStats{
 		Lookups: d.Lookups, Hits: d.Hits, Requests: d.Requests, Registered: d.Registered,
 		Queued: d.Queued, Dropped: d.Dropped, Errors: d.Errors, NotArchived: s.notArchived.Load(),
+		HandedOver: d.HandedOver,
 	}
 }

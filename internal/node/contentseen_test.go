@@ -356,3 +356,111 @@ func TestLostPayloadIsStoredAgain(t *testing.T) {
 		t.Error("status reports no content-seen hit whose capture was missing")
 	}
 }
+
+// A node that joins takes over part of the digests, as of the sites; the
+// entries its predecessor kept for them move to it, so that the payloads
+// archived before it came are still found by the network's content-seen
+// test, and each entry is kept by its owner alone.
+func TestRegistryMovesToANewOwner(t *testing.T) {
+	web := websim.New(websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+	_, proxyURL := startPoliteProxy(t, web)
+	netDir := newNetwork(t)
+	configure := func(c *Config) {
+		c.Replicas = 1
+		c.Crawl.Scope = crawl.ScopeHost
+	}
+	nodes, _ := startNetworkIn(t, netDir, 1, proxyURL, configure)
+	ctx := context.Background()
+	if _, err := Submit(ctx, nodes[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	for nodes[0].dedup.Stats().Queued > 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The payloads archived, and the response records that stored each.
+	stored := map[string]map[string]bool{}
+	err := nodes[0].LocalCaptures(ctx, func(c index.Capture) bool {
+		if c.Type == warc.TypeResponse && c.Digest != "" {
+			if stored[c.Digest] == nil {
+				stored[c.Digest] = map[string]bool{}
+			}
+			stored[c.Digest][c.RecordID] = true
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var digests []string
+	for d := range stored {
+		digests = append(digests, d)
+	}
+	if found, err := nodes[0].seen.Lookup(digests); err != nil || len(found) != len(digests) {
+		t.Fatalf("the only node registered %d of %d payloads (%v)", len(found), len(digests), err)
+	}
+
+	cfg := nodeConfig(t.TempDir(), proxyURL, admit(t, netDir, "n2"), nodes[0].Addrs().Peer)
+	configure(&cfg)
+	nodes = append(nodes, start(t, "n2", cfg))
+	waitMembers(t, 2, nodes...)
+
+	// Each entry on its owner, and only there.
+	misplaced := func() (problems []string, owned map[string]int) {
+		owned = map[string]int{}
+		for _, d := range digests {
+			owner, _ := nodes[0].digestOwner(d)
+			for _, n := range nodes {
+				found, err := n.seen.Lookup([]string{d})
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case n.ID() != owner && len(found) > 0:
+					problems = append(problems, fmt.Sprintf("%s keeps %s, owned by the other node", n.name, d))
+				case n.ID() == owner && len(found) == 0:
+					problems = append(problems, fmt.Sprintf("%s, the owner, lacks %s", n.name, d))
+				case n.ID() == owner && !stored[d][found[0].RecordID]:
+					problems = append(problems, fmt.Sprintf("%s's entry for %s names %s, no response record of it", n.name, d, found[0].RecordID))
+				case n.ID() == owner:
+					owned[n.name]++
+				}
+			}
+		}
+		return problems, owned
+	}
+	var (
+		problems []string
+		owned    map[string]int
+	)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if problems, owned = misplaced(); len(problems) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for i, p := range problems {
+		if i == 10 {
+			t.Errorf("… and %d more", len(problems)-i)
+			break
+		}
+		t.Error(p)
+	}
+	t.Logf("%d payloads: %v entries on each owner", len(digests), owned)
+	if owned["n2"] == 0 {
+		t.Fatal("the new node owns none of the payloads' digests; the test shows nothing")
+	}
+	if got := nodes[0].Status(ctx).ContentSeen.HandedOver; got != uint64(owned["n2"]) {
+		t.Errorf("n1's status reports %d entries handed over, want %d", got, owned["n2"])
+	}
+	// The network's content-seen test finds, through the new owner, the
+	// payloads archived before it joined.
+	for _, d := range digests {
+		if owner, _ := nodes[0].digestOwner(d); owner != nodes[1].ID() {
+			continue
+		}
+		ref, ok, err := nodes[0].contentSeen.Lookup(ctx, d)
+		if err != nil || !ok || !stored[d][ref.RecordID] {
+			t.Errorf("n1 asking n2 about %s: %+v, %v, %v", d, ref, ok, err)
+		}
+	}
+}

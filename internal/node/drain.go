@@ -36,7 +36,8 @@ func (n *Node) ownerWhileDraining(site string) string {
 // Leave hands this node's part of the network over and stops it: every
 // capture it holds is pushed to the nodes that hold its site once this
 // node is gone (those that do not hold it already), and Leave waits until
-// they have acknowledged every one; then the node leaves the membership,
+// they have acknowledged every one; its content-seen registry goes to the
+// digests' next owners; then the node leaves the membership,
 // hands the URLs in its frontier and outbox to their new owners, and
 // stops. It returns when the hand-over is complete, or ctx's error.
 func (n *Node) Leave(ctx context.Context) error {
@@ -79,6 +80,17 @@ func (n *Node) Leave(ctx context.Context) error {
 		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
 			return fmt.Errorf("node: waiting for the new holders to acknowledge %d captures: %w", n.push.Under(), err)
 		}
+	}
+
+	// The content-seen registry to the digests' owners without this node.
+	// What does not arrive costs duplicates later, not data: it does not
+	// hold the leave up.
+	moved, err := n.dedup.HandOver(ctx, func(digest string) (string, bool) {
+		o, ok := rg.Owner(digest)
+		return o.ID, ok
+	})
+	if err != nil && ctx.Err() == nil {
+		n.log.Warn("node: handing the content-seen registry over", "moved", moved, "err", err)
 	}
 
 	// 2. Out of the membership; from now on every URL here belongs to

@@ -198,6 +198,26 @@ func TestLeaveHandsOver(t *testing.T) {
 	waitQuiet(t, nodes...)
 	waitCopies(t, 3, nodes...)
 	leaving := nodes[3]
+	// The content-seen registry entries the leaving node keeps.
+	var digests []string
+	for _, n := range nodes {
+		n.LocalCaptures(context.Background(), func(c index.Capture) bool {
+			if c.Type == warc.TypeResponse && c.Digest != "" {
+				digests = append(digests, c.Digest)
+			}
+			return true
+		})
+	}
+	for leaving.dedup.Stats().Queued > 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	entries, err := leaving.seen.Lookup(digests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) == 0 {
+		t.Fatal("the leaving node keeps no content-seen registry entry; the test shows nothing")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := Leave(ctx, leaving.data); err != nil {
@@ -236,6 +256,25 @@ func TestLeaveHandsOver(t *testing.T) {
 		if bare := withoutRequest(t, n); bare > 0 {
 			t.Errorf("%s holds %d captures without their request record", n.name, bare)
 		}
+	}
+	// The registry entries went to the digests' owners without the node.
+	byID := map[string]*testNode{}
+	for _, n := range rest {
+		byID[n.ID()] = n
+	}
+	lost := 0
+	for _, e := range entries {
+		owner, _ := rest[0].digestOwner(e.Digest)
+		found, err := byID[owner].seen.Lookup([]string{e.Digest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(found) == 0 || found[0].RecordID != e.RecordID {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of the %d registry entries of the node that left are not on their new owners", lost, len(entries))
 	}
 }
 

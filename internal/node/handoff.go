@@ -144,8 +144,8 @@ func (n *Node) handedOff(recordID string, digest []byte) bool {
 	return string(v) == string(digest)
 }
 
-// handoffRunner runs handOff once at a time, again if the ring changed
-// meanwhile.
+// handoffRunner runs handOff and handOverRegistry once at a time, again if
+// the ring changed meanwhile.
 type handoffRunner struct {
 	pending atomic.Bool
 	running atomic.Bool
@@ -162,6 +162,7 @@ func (n *Node) requestHandOff(ctx context.Context) {
 			if err := n.handOff(ctx); err != nil && ctx.Err() == nil {
 				n.log.Warn("node: handing captures over", "err", err)
 			}
+			n.handOverRegistry(ctx)
 		}
 	}()
 }

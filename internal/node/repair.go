@@ -86,6 +86,9 @@ func (n *Node) repair(ctx context.Context) {
 				n.log.Warn("node: anti-entropy round failed", "member", m.Name, "err", err)
 			}
 		}
+		if n.registryBehind.Load() {
+			n.handOverRegistry(ctx)
+		}
 		if err := n.release(ctx); err != nil && ctx.Err() == nil {
 			n.log.Warn("node: releasing captures handed over", "err", err)
 		}

@@ -86,6 +86,9 @@ type ContentSeenStats struct {
 	// NotArchived counts hits whose capture the network's index did not
 	// have (lost, or named by a faulty peer): the payload was stored.
 	NotArchived uint64 `json:"hits_not_archived"`
+	// HandedOver counts registry entries moved to the digests' new
+	// owners after ring changes.
+	HandedOver uint64 `json:"handed_over"`
 }
 
 // ExchangeStatus are the link-exchange figures (UbiCrawler's communication
