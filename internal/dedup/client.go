@@ -99,7 +99,7 @@ type Client struct {
 	mu       sync.Mutex
 	owners   map[string]*ownerLookups // lookups waiting for or in flight to a node
 	backoff  map[string]*backoff      // nodes that could not be reached
-	queue    []Ref                    // registrations, oldest first
+	queue    []registration           // oldest first
 	inFlight int                      // registrations taken from queue by a flush
 }
 
@@ -347,15 +347,36 @@ func (c *Client) reached(owner string) {
 // and cost only a later duplicate: the queue is not durable, since a lost
 // registration never loses data.
 func (c *Client) Register(refs []Ref) {
+	regs := make([]registration, len(refs))
+	for i, ref := range refs {
+		regs[i].Ref = ref
+	}
+	c.enqueueRegistrations(regs)
+}
+
+// Replace queues fresh, a capture this node has just committed, to take
+// the place of the registry entry that names the record stale: a capture
+// that Lookup returned but that is no longer archived (lost with its disk,
+// or never made), whose payload this node therefore stored again. Without
+// it the owner would keep the stale entry for good, first-wins, and every
+// later copy of the payload would be stored too. The owner replaces the
+// entry only if it still names stale, so that of the nodes that stored
+// the payload again, one is registered. It is queued and sent as Register's
+// registrations are.
+func (c *Client) Replace(fresh Ref, stale string) {
+	c.enqueueRegistrations([]registration{{Ref: fresh, replaces: stale}})
+}
+
+func (c *Client) enqueueRegistrations(regs []registration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, ref := range refs {
-		if err := ref.check(); err != nil {
+	for _, reg := range regs {
+		if err := reg.check(); err != nil {
 			c.dropped.Add(1)
-			c.log.Warn("dedup: not registering an invalid ref", "url", ref.URL, "err", err)
+			c.log.Warn("dedup: not registering an invalid ref", "url", reg.URL, "err", err)
 			continue
 		}
-		c.queue = append(c.queue, ref)
+		c.queue = append(c.queue, reg)
 	}
 	c.trim()
 	select {
@@ -429,11 +450,11 @@ func (c *Client) Run(ctx context.Context) error {
 // to try again those it could not send (zero if it sent all).
 func (c *Client) flush(ctx context.Context) (next time.Time) {
 	c.mu.Lock()
-	refs := c.queue
+	regs := c.queue
 	c.queue = nil
-	c.inFlight = len(refs)
+	c.inFlight = len(regs)
 	c.mu.Unlock()
-	if len(refs) == 0 {
+	if len(regs) == 0 {
 		return time.Time{}
 	}
 
@@ -443,8 +464,8 @@ func (c *Client) flush(ctx context.Context) (next time.Time) {
 	groups := make(map[string][]int)
 	now := time.Now()
 	c.mu.Lock()
-	for i, ref := range refs {
-		owner, ok := c.cfg.Owner(ref.Digest)
+	for i, reg := range regs {
+		owner, ok := c.cfg.Owner(reg.Digest)
 		if !ok {
 			kept = append(kept, i)
 			next = earliest(next, now.Add(c.minBackoff))
@@ -465,7 +486,7 @@ func (c *Client) flush(ctx context.Context) (next time.Time) {
 	)
 	for owner, idx := range groups {
 		wg.Go(func() {
-			unsent := c.registerWith(ctx, owner, refs, idx)
+			unsent := c.registerWith(ctx, owner, regs, idx)
 			c.registered.Add(uint64(len(idx) - len(unsent)))
 			if len(unsent) == 0 {
 				return
@@ -485,9 +506,9 @@ func (c *Client) flush(ctx context.Context) (next time.Time) {
 	wg.Wait()
 
 	slices.Sort(kept)
-	back := make([]Ref, 0, len(kept))
+	back := make([]registration, 0, len(kept))
 	for _, i := range kept {
-		back = append(back, refs[i])
+		back = append(back, regs[i])
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -504,27 +525,30 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// registerWith registers refs[i] for each i of idx with owner, in batches,
+// registerWith registers regs[i] for each i of idx with owner, in batches,
 // and returns the indexes of those it could not.
-func (c *Client) registerWith(ctx context.Context, owner string, refs []Ref, idx []int) (unsent []int) {
+func (c *Client) registerWith(ctx context.Context, owner string, regs []registration, idx []int) (unsent []int) {
 	for len(idx) > 0 {
-		// A batch: as many as fit in MaxEntries and MaxBodyBytes.
+		// A batch: as many as fit in MaxEntries and MaxBodyBytes, all
+		// replacements or none.
 		n, size := 0, emptySize
-		for n < len(idx) && n < MaxEntries && size+refSize(refs[idx[n]]) <= MaxBodyBytes {
-			size += refSize(refs[idx[n]])
+		replacing := regs[idx[0]].replaces != ""
+		for n < len(idx) && n < MaxEntries && (regs[idx[n]].replaces != "") == replacing &&
+			size+registrationSize(regs[idx[n]]) <= MaxBodyBytes {
+			size += registrationSize(regs[idx[n]])
 			n++
 		}
-		batch := make([]Ref, n)
+		batch := make([]registration, n)
 		for j, i := range idx[:n] {
-			batch[j] = refs[i]
+			batch[j] = regs[i]
 		}
 		var err error
 		if owner == c.cfg.Self {
-			_, err = c.cfg.Local.Register(batch)
+			_, err = c.cfg.Local.register(batch)
 		} else {
 			rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 			var body []byte
-			body, err = c.cfg.Send(rctx, owner, registerPath, encodeRefs(kindRefs, batch))
+			body, err = c.cfg.Send(rctx, owner, registerPath, encodeRegistrations(batch))
 			cancel()
 			if err == nil {
 				_, err = decodeAdded(body)
@@ -570,8 +594,10 @@ func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID
 		if err != nil {
 			return moved, err
 		}
+		regs := make([]registration, len(refs))
 		groups := make(map[string][]int)
 		for i, ref := range refs {
+			regs[i].Ref = ref
 			if o, ok := elsewhere(ref.Digest); ok {
 				groups[o] = append(groups[o], i)
 			}
@@ -581,10 +607,10 @@ func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID
 				stay += len(idx)
 				continue
 			}
-			unsent := c.registerWith(ctx, o, refs, idx)
-			sent := make([]Ref, 0, len(idx)-len(unsent))
+			unsent := c.registerWith(ctx, o, regs, idx)
+			sent := make([]string, 0, len(idx)-len(unsent))
 			for _, i := range idx[:len(idx)-len(unsent)] {
-				sent = append(sent, refs[i])
+				sent = append(sent, refs[i].Digest)
 			}
 			if err := c.cfg.Local.remove(sent); err != nil {
 				return moved, err

@@ -78,14 +78,14 @@ func (n *fakeNet) send(ctx context.Context, node, path string, body []byte) ([]b
 		}
 		return encodeRefs(kindFound, found), nil
 	case registerPath:
-		refs, err := decodeRefs(body, kindRefs)
+		regs, err := decodeRegistrations(body)
 		if err != nil {
 			return nil, err
 		}
 		n.mu.Lock()
 		n.registers++
 		n.mu.Unlock()
-		added, err := reg.Register(refs)
+		added, err := reg.register(regs)
 		if err != nil {
 			return nil, err
 		}
@@ -474,5 +474,51 @@ func TestHandOverMovesEntriesToTheirOwners(t *testing.T) {
 	before := net.registers
 	if moved, err := c.HandOver(context.Background(), ownerOf); moved != 0 || err != nil || net.registers != before {
 		t.Errorf("a third HandOver = %d, %v with %d requests", moved, err, net.registers-before)
+	}
+}
+
+// A registration that replaces the entry of a capture found missing takes
+// its place while the entry still names that capture; a plain
+// registration never does.
+func TestReplaceTakesTheStaleEntrysPlace(t *testing.T) {
+	net := newFakeNet(t, "b")
+	b := net.regs["b"]
+	if _, err := b.Register([]Ref{ref(1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	// A corrupt entry is replaced as a missing capture's would be.
+	if err := b.db.Set([]byte(keyPrefix+digest(2)), []byte{entryVersion, 200}, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send})
+	run(t, c)
+	entry := func(i int) Ref {
+		t.Helper()
+		found, err := b.Lookup([]string{digest(i)})
+		if err != nil || len(found) != 1 {
+			t.Fatalf("b's entry for digest %d: %v, %v", i, found, err)
+		}
+		return found[0]
+	}
+	// In one queue: plain registrations and replacements, sent in
+	// separate requests.
+	c.Register([]Ref{ref(1, 9), ref(3, 1)})
+	c.Replace(ref(1, 2), ref(1, 1).RecordID)
+	c.Replace(ref(2, 2), "<urn:uuid:whatever-was-there>")
+	c.Replace(ref(4, 2), ref(4, 1).RecordID) // nothing there: registered
+	waitFor(t, func() bool { return c.Stats().Registered == 5 })
+	for i, want := range map[int]Ref{1: ref(1, 2), 2: ref(2, 2), 3: ref(3, 1), 4: ref(4, 2)} {
+		if got := entry(i); !equalRef(got, want) {
+			t.Errorf("digest %d: entry %+v, want %+v", i, got, want)
+		}
+	}
+	// A second replacement of the capture already replaced loses: first-wins.
+	c.Replace(ref(1, 3), ref(1, 1).RecordID)
+	waitFor(t, func() bool { return c.Stats().Registered == 6 })
+	if got := entry(1); !equalRef(got, ref(1, 2)) {
+		t.Errorf("after a late replacement, entry %+v, want the first %+v", got, ref(1, 2))
+	}
+	if st := c.Stats(); st.Errors != 0 || st.Dropped != 0 {
+		t.Errorf("Stats = %+v", st)
 	}
 }

@@ -58,7 +58,10 @@
 //   - Registration is first-wins: a Registry keeps the first Ref of a digest
 //     and ignores later ones, so two nodes that stored the same payload at
 //     the same time both keep their copies, and everyone else points at the
-//     first registered.
+//     first registered. The one exception is Client.Replace: a node that
+//     found the capture an entry names missing from the archive, and so
+//     stored the payload again, registers its copy in that entry's place,
+//     if the entry still names the missing capture.
 package dedup
 
 import (
@@ -100,6 +103,25 @@ type Ref struct {
 	URL      string    // WARC-Target-URI of the response record
 	Time     time.Time // WARC-Date of the response record
 	RecordID string    // WARC-Record-ID of the response record, "<urn:uuid:…>"
+}
+
+// A registration is a Ref to register and, if it replaces the entry of a
+// capture found missing from the archive, that capture's record ID.
+type registration struct {
+	Ref
+	replaces string
+}
+
+func (r registration) check() error {
+	if err := r.Ref.check(); err != nil {
+		return err
+	}
+	if r.replaces != "" {
+		if err := checkToken("record ID replaced", r.replaces, MaxRecordIDBytes); err != nil {
+			return fmt.Errorf("%w (digest %s)", err, r.Digest)
+		}
+	}
+	return nil
 }
 
 // check reports why r may not be registered or sent, or nil.

@@ -171,6 +171,8 @@ func TestHandlerRefusesGarbage(t *testing.T) {
 		{"long URL", registerPath, encodeRefs(kindRefs, []Ref{{Digest: digest(1), URL: "http://a/" + long(MaxURLBytes), Time: t0, RecordID: "<x>"}}), 400},
 		{"control in URL", registerPath, encodeRefs(kindRefs, []Ref{{Digest: digest(1), URL: "http://a/\x00", Time: t0, RecordID: "<x>"}}), 400},
 		{"empty record ID", registerPath, encodeRefs(kindRefs, []Ref{{Digest: digest(1), URL: "http://a/", Time: t0}}), 400},
+		{"replacing a record ID with a space", registerPath, encodeRegistrations([]registration{{Ref: ref(1, 1), replaces: "<a b>"}}), 400},
+		{"truncated replacement", registerPath, encodeRegistrations([]registration{{Ref: ref(1, 1), replaces: "<x>"}})[:20], 400},
 		{"oversized body", registerPath, append(encodeRefs(kindRefs, nil), make([]byte, MaxBodyBytes)...), 413},
 	}
 	for _, tc := range cases {

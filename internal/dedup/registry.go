@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -28,7 +29,8 @@ type Registry struct {
 	db *pebble.DB
 	// mu makes Register's test-and-set atomic, so that the first
 	// registration of a digest is the one kept.
-	mu sync.Mutex
+	mu      sync.Mutex
+	corrupt atomic.Uint64 // entries found unreadable
 }
 
 // NewRegistry returns the registry kept in db under the key prefix "x/".
@@ -70,8 +72,20 @@ func dupBefore(digests []string, i int) bool {
 // valid (an empty field, a field over its Max…Bytes, a time outside
 // 1970–2262) fails the whole call, and nothing is registered.
 func (r *Registry) Register(refs []Ref) (added int, err error) {
-	for _, ref := range refs {
-		if err := ref.check(); err != nil {
+	regs := make([]registration, len(refs))
+	for i, ref := range refs {
+		regs[i].Ref = ref
+	}
+	return r.register(regs)
+}
+
+// register is Register for registrations, of which those that replace an
+// entry take the place of the digest's entry if it still names the record
+// they replace (a capture found missing): first-wins again, among the
+// replacements of one lost capture.
+func (r *Registry) register(regs []registration) (added int, err error) {
+	for _, reg := range regs {
+		if err := reg.check(); err != nil {
 			return 0, err
 		}
 	}
@@ -79,21 +93,21 @@ func (r *Registry) Register(refs []Ref) (added int, err error) {
 	defer r.mu.Unlock()
 	b := r.db.NewBatch()
 	defer b.Close()
-	seen := make(map[string]bool, len(refs))
-	for _, ref := range refs {
-		if seen[ref.Digest] {
+	seen := make(map[string]bool, len(regs))
+	for _, reg := range regs {
+		if seen[reg.Digest] {
 			continue
 		}
-		seen[ref.Digest] = true
-		_, ok, err := r.get(r.db, ref.Digest)
+		seen[reg.Digest] = true
+		current, ok, err := r.get(r.db, reg.Digest)
 		if err != nil {
 			return 0, err
 		}
-		if ok {
+		if ok && (reg.replaces == "" || current.RecordID != reg.replaces) {
 			continue
 		}
-		if err := b.Set([]byte(keyPrefix+ref.Digest), encodeEntry(ref), nil); err != nil {
-			return 0, fmt.Errorf("dedup: staging %s: %w", ref.Digest, err)
+		if err := b.Set([]byte(keyPrefix+reg.Digest), encodeEntry(reg.Ref), nil); err != nil {
+			return 0, fmt.Errorf("dedup: staging %s: %w", reg.Digest, err)
 		}
 		added++
 	}
@@ -147,15 +161,15 @@ func prefixEnd(prefix string) []byte {
 	return end
 }
 
-// remove deletes the entries of refs' digests.
-func (r *Registry) remove(refs []Ref) error {
+// remove deletes the entries of digests.
+func (r *Registry) remove(digests []string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := r.db.NewBatch()
 	defer b.Close()
-	for _, ref := range refs {
-		if err := b.Delete([]byte(keyPrefix+ref.Digest), nil); err != nil {
-			return fmt.Errorf("dedup: staging the removal of %s: %w", ref.Digest, err)
+	for _, d := range digests {
+		if err := b.Delete([]byte(keyPrefix+d), nil); err != nil {
+			return fmt.Errorf("dedup: staging the removal of %s: %w", d, err)
 		}
 	}
 	// Not synced: an entry a crash brings back is only sent again.
@@ -165,6 +179,10 @@ func (r *Registry) remove(refs []Ref) error {
 	return nil
 }
 
+// get returns the entry of digest. An entry that cannot be decoded (a
+// corrupt disk) counts as absent, so that lookups of it miss and the next
+// registration of the digest overwrites it: it costs a duplicate, where
+// an error would fail every request that asks about the digest.
 func (r *Registry) get(db pebble.Reader, digest string) (Ref, bool, error) {
 	v, closer, err := db.Get([]byte(keyPrefix + digest))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -176,10 +194,15 @@ func (r *Registry) get(db pebble.Reader, digest string) (Ref, bool, error) {
 	defer closer.Close()
 	ref, err := decodeEntry(digest, v)
 	if err != nil {
-		return Ref{}, false, err
+		r.corrupt.Add(1)
+		return Ref{}, false, nil
 	}
 	return ref, true, nil
 }
+
+// CorruptEntries counts the entries found unreadable since the registry
+// was opened (each time one was read).
+func (r *Registry) CorruptEntries() uint64 { return r.corrupt.Load() }
 
 // encodeEntry encodes ref for its key: a version byte, then the URL, the
 // time and the record ID as in the wire format.
@@ -225,8 +248,9 @@ func decodeEntry(digest string, v []byte) (Ref, error) {
 // peer.Server (a request that did not come through one is refused, 403):
 //
 //	POST /v1/dedup/lookup     a lookup request → the Refs found (200)
-//	POST /v1/dedup/register   Refs to register → how many were new (200),
-//	                          once they are durable
+//	POST /v1/dedup/register   Refs to register, or to replace the entries of
+//	                          captures found missing → how many were new
+//	                          or replaced (200), once they are durable
 //
 // The bodies are described in wire.go. A body that is not well formed or
 // breaks a limit (MaxEntries, MaxDigestBytes, MaxURLBytes,
@@ -276,12 +300,12 @@ func (r *Registry) Handler() http.Handler {
 			}
 			answer = encodeRefs(kindFound, fitting(found))
 		} else {
-			refs, err := decodeRefs(body, kindRefs)
+			regs, err := decodeRegistrations(body)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
-			added, err := r.Register(refs)
+			added, err := r.register(regs)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
 				return

@@ -19,6 +19,7 @@ import (
 //	kindLookup 'q'   lookup request    uvarint len, digest
 //	kindFound  'a'   lookup answer     ref: the Refs found, in request order
 //	kindRefs   'r'   register request  ref
+//	kindReplace 'x'  register request  ref; uvarint len, record ID replaced
 //	kindAdded  'k'   register answer   uvarint added (instead of n and entries)
 //
 //	ref = uvarint len, digest; uvarint len, URL;
@@ -28,10 +29,11 @@ import (
 // URL and record ID is checked as a Ref's are; anything else, including a
 // byte after the last entry, is refused whole.
 const (
-	kindLookup = 'q'
-	kindFound  = 'a'
-	kindRefs   = 'r'
-	kindAdded  = 'k'
+	kindLookup  = 'q'
+	kindFound   = 'a'
+	kindRefs    = 'r'
+	kindReplace = 'x'
+	kindAdded   = 'k'
 )
 
 const (
@@ -109,19 +111,31 @@ const emptySize = headerSize + binary.MaxVarintLen64
 // encodeRefs encodes refs as a body of kind (kindFound or kindRefs). The
 // caller keeps the sum of their refSize under MaxBodyBytes-emptySize.
 func encodeRefs(kind byte, refs []Ref) []byte {
-	n := emptySize
-	for _, r := range refs {
-		n += refSize(r)
+	return encodeEntries(kind, len(refs),
+		func(i int) int { return refSize(refs[i]) },
+		func(b []byte, i int) []byte { return appendRef(b, refs[i]) })
+}
+
+// encodeEntries encodes n entries as a body of kind: size(i) bounds the
+// bytes of entry i, which appendEntry appends.
+func encodeEntries(kind byte, n int, size func(int) int, appendEntry func([]byte, int) []byte) []byte {
+	capacity := emptySize
+	for i := range n {
+		capacity += size(i)
 	}
-	b := appendHeader(make([]byte, 0, n), kind)
-	b = binary.AppendUvarint(b, uint64(len(refs)))
-	for _, r := range refs {
-		b = appendString(b, r.Digest)
-		b = appendString(b, r.URL)
-		b = binary.AppendVarint(b, r.Time.UnixNano())
-		b = appendString(b, r.RecordID)
+	b := appendHeader(make([]byte, 0, capacity), kind)
+	b = binary.AppendUvarint(b, uint64(n))
+	for i := range n {
+		b = appendEntry(b, i)
 	}
 	return b
+}
+
+func appendRef(b []byte, r Ref) []byte {
+	b = appendString(b, r.Digest)
+	b = appendString(b, r.URL)
+	b = binary.AppendVarint(b, r.Time.UnixNano())
+	return appendString(b, r.RecordID)
 }
 
 // decodeRefs decodes a body of kind (kindFound or kindRefs).
@@ -133,27 +147,90 @@ func decodeRefs(body []byte, kind byte) ([]Ref, error) {
 	}
 	refs := make([]Ref, 0, n)
 	for range n {
-		var ref Ref
-		if ref.Digest, err = r.string("digest", MaxDigestBytes); err != nil {
-			return nil, err
-		}
-		if ref.URL, err = r.string("URL", MaxURLBytes); err != nil {
-			return nil, err
-		}
-		ns, err := r.varint()
+		ref, err := r.ref()
 		if err != nil {
-			return nil, err
-		}
-		ref.Time = time.Unix(0, ns).UTC()
-		if ref.RecordID, err = r.string("record ID", MaxRecordIDBytes); err != nil {
-			return nil, err
-		}
-		if err := ref.check(); err != nil {
 			return nil, err
 		}
 		refs = append(refs, ref)
 	}
 	return refs, r.end()
+}
+
+// ref reads a Ref and checks it.
+func (r *reader) ref() (Ref, error) {
+	var ref Ref
+	var err error
+	if ref.Digest, err = r.string("digest", MaxDigestBytes); err != nil {
+		return Ref{}, err
+	}
+	if ref.URL, err = r.string("URL", MaxURLBytes); err != nil {
+		return Ref{}, err
+	}
+	ns, err := r.varint()
+	if err != nil {
+		return Ref{}, err
+	}
+	ref.Time = time.Unix(0, ns).UTC()
+	if ref.RecordID, err = r.string("record ID", MaxRecordIDBytes); err != nil {
+		return Ref{}, err
+	}
+	if err := ref.check(); err != nil {
+		return Ref{}, err
+	}
+	return ref, nil
+}
+
+// registrationSize is the most bytes r takes in a body.
+func registrationSize(r registration) int {
+	return refSize(r.Ref) + binary.MaxVarintLen64 + len(r.replaces)
+}
+
+// encodeRegistrations encodes regs, which all replace an entry or none
+// does, as a register request.
+func encodeRegistrations(regs []registration) []byte {
+	if len(regs) == 0 || regs[0].replaces == "" {
+		return encodeEntries(kindRefs, len(regs),
+			func(i int) int { return refSize(regs[i].Ref) },
+			func(b []byte, i int) []byte { return appendRef(b, regs[i].Ref) })
+	}
+	return encodeEntries(kindReplace, len(regs),
+		func(i int) int { return registrationSize(regs[i]) },
+		func(b []byte, i int) []byte { return appendString(appendRef(b, regs[i].Ref), regs[i].replaces) })
+}
+
+// decodeRegistrations decodes a register request of either kind.
+func decodeRegistrations(body []byte) ([]registration, error) {
+	if len(body) < headerSize || body[4] != kindReplace {
+		refs, err := decodeRefs(body, kindRefs)
+		if err != nil {
+			return nil, err
+		}
+		regs := make([]registration, len(refs))
+		for i, ref := range refs {
+			regs[i].Ref = ref
+		}
+		return regs, nil
+	}
+	// The smallest: a ref (7 bytes) and a 1-byte record ID with its length.
+	r, n, err := openEntries(body, kindReplace, 9)
+	if err != nil {
+		return nil, err
+	}
+	regs := make([]registration, 0, n)
+	for range n {
+		var reg registration
+		if reg.Ref, err = r.ref(); err != nil {
+			return nil, err
+		}
+		if reg.replaces, err = r.string("record ID replaced", MaxRecordIDBytes); err != nil {
+			return nil, err
+		}
+		if err := checkToken("record ID replaced", reg.replaces, MaxRecordIDBytes); err != nil {
+			return nil, err
+		}
+		regs = append(regs, reg)
+	}
+	return regs, r.end()
 }
 
 // encodeAdded encodes a register answer.

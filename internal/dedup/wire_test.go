@@ -143,3 +143,34 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeRegistrations(f *testing.F) {
+	f.Add(encodeRegistrations(nil))
+	f.Add(encodeRegistrations([]registration{{Ref: ref(1, 1)}, {Ref: ref(2, 2)}}))
+	f.Add(encodeRegistrations([]registration{{Ref: ref(1, 2), replaces: ref(1, 1).RecordID}}))
+	f.Add([]byte{'W', 'G', 'D', 1, kindReplace, 1, 1, 'a', 1, 'b', 0, 1, 'c', 1, 'd'})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		regs, err := decodeRegistrations(body)
+		if err != nil {
+			return
+		}
+		replacing := len(body) >= headerSize && body[4] == kindReplace
+		for _, r := range regs {
+			if err := r.check(); err != nil {
+				t.Fatalf("decoded invalid registration: %v", err)
+			}
+			if (r.replaces != "") != replacing {
+				t.Fatalf("a body of kind %q decoded to %+v", body[4], r)
+			}
+		}
+		again, err := decodeRegistrations(encodeRegistrations(regs))
+		if err != nil || len(again) != len(regs) {
+			t.Fatalf("re-encoding %d registrations: %d, %v", len(regs), len(again), err)
+		}
+		for i := range again {
+			if !equalRef(again[i].Ref, regs[i].Ref) || again[i].replaces != regs[i].replaces {
+				t.Fatalf("re-encoded registration %+v, want %+v", again[i], regs[i])
+			}
+		}
+	})
+}

@@ -25,14 +25,15 @@ import (
 // whether it is still there: a capture can be lost with its disk, and a
 // faulty peer can name one that never was. Before the crawler drops a
 // payload, the capture named must be in the archive; a payload whose
-// capture is not is stored again (the registry keeps its first entry, so
-// later copies are checked and stored too: duplicates, never a loss).
+// capture is not is stored again, and its new capture replaces the stale
+// entry, so that later copies point at it.
 type contentSeen struct {
 	c   *dedup.Client
 	arc archive.Archive // the network's captures
 
 	mu       sync.Mutex
 	verified map[string]verifiedRef // digest → a hit found in the archive lately
+	stale    map[string]string      // digest → the record ID of a hit not archived, until its payload is stored
 
 	notArchived atomic.Uint64 // hits whose capture was not found
 }
@@ -51,7 +52,7 @@ const (
 )
 
 func newContentSeen(c *dedup.Client, arc archive.Archive) *contentSeen {
-	return &contentSeen{c: c, arc: arc, verified: make(map[string]verifiedRef)}
+	return &contentSeen{c: c, arc: arc, verified: make(map[string]verifiedRef), stale: make(map[string]string)}
 }
 
 func (s *contentSeen) Lookup(ctx context.Context, digest string) (recrawl.Ref, bool, error) {
@@ -73,6 +74,12 @@ func (s *contentSeen) Lookup(ctx context.Context, digest string) (recrawl.Ref, b
 	}
 	if !held {
 		s.notArchived.Add(1)
+		s.mu.Lock()
+		if len(s.stale) >= maxVerified {
+			clear(s.stale) // a replacement forgotten costs a later duplicate
+		}
+		s.stale[digest] = ref.RecordID
+		s.mu.Unlock()
 		return recrawl.Ref{}, false, nil
 	}
 	s.mu.Lock()
@@ -101,11 +108,20 @@ func (s *contentSeen) holds(ctx context.Context, digest string, ref recrawl.Ref)
 
 func (s *contentSeen) Stored(caps []index.Capture) {
 	refs := make([]dedup.Ref, 0, len(caps))
+	s.mu.Lock()
 	for _, c := range caps {
-		if c.Digest != "" {
-			refs = append(refs, dedup.Ref{Digest: c.Digest, URL: c.URL, Time: c.Time, RecordID: c.RecordID})
+		if c.Digest == "" {
+			continue
 		}
+		ref := dedup.Ref{Digest: c.Digest, URL: c.URL, Time: c.Time, RecordID: c.RecordID}
+		if stale, ok := s.stale[c.Digest]; ok {
+			delete(s.stale, c.Digest)
+			s.c.Replace(ref, stale)
+			continue
+		}
+		refs = append(refs, ref)
 	}
+	s.mu.Unlock()
 	s.c.Register(refs)
 }
 

@@ -89,6 +89,9 @@ type ContentSeenStats struct {
 	// HandedOver counts registry entries moved to the digests' new
 	// owners after ring changes.
 	HandedOver uint64 `json:"handed_over"`
+	// CorruptEntries counts reads of this node's registry that found an
+	// entry unreadable (a damaged disk); each was taken as absent.
+	CorruptEntries uint64 `json:"registry_corrupt_entries"`
 }
 
 // ExchangeStatus are the link-exchange figures (UbiCrawler's communication
@@ -153,6 +156,7 @@ func (n *Node) localStatus() Status {
 	}
 	if n.contentSeen != nil {
 		cs := n.contentSeen.stats()
+		cs.CorruptEntries = n.seen.CorruptEntries()
 		st.ContentSeen = &cs
 	}
 	if n.out != nil {
