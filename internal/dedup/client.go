@@ -35,6 +35,12 @@ const (
 // the digest (the node is not in a network yet).
 var ErrNoOwner = errors.New("dedup: no owner for the digest")
 
+// ErrRefused is what ClientConfig.Send's error wraps when the node answered
+// that the request is not one it takes (400, 413): sending it again cannot
+// succeed, so the registrations in it are dropped rather than retried, and
+// the node is not backed off from.
+var ErrRefused = errors.New("dedup: request refused")
+
 // ClientConfig configures a Client. Self, Owner, Local and Send are
 // required.
 type ClientConfig struct {
@@ -49,8 +55,9 @@ type ClientConfig struct {
 	Local *Registry
 	// Send POSTs body to path on node nodeID (through the node's
 	// peer.Client) and returns the body of its answer. Any answer but 200
-	// must be an error, as must a failure to reach the node; the answer
-	// may be limited to MaxBodyBytes. It must be safe for concurrent use.
+	// must be an error, wrapping ErrRefused for 400 and 413, as must a
+	// failure to reach the node; the answer may be limited to
+	// MaxBodyBytes. It must be safe for concurrent use.
 	Send func(ctx context.Context, nodeID, path string, body []byte) ([]byte, error)
 
 	// Window is how long a lookup waits for others to the same owner to
@@ -91,8 +98,9 @@ type Client struct {
 	// Back-off bounds, variables for tests.
 	minBackoff, maxBackoff time.Duration
 
-	wake    chan struct{} // a registration was queued
-	running atomic.Bool
+	wake        chan struct{} // a registration was queued
+	running     atomic.Bool
+	handingOver sync.Mutex // HandOver runs one at a time
 
 	lookups, hits, requests, registered, dropped, errs, handedOver atomic.Uint64
 
@@ -486,8 +494,9 @@ func (c *Client) flush(ctx context.Context) (next time.Time) {
 	)
 	for owner, idx := range groups {
 		wg.Go(func() {
-			unsent := c.registerWith(ctx, owner, regs, idx)
-			c.registered.Add(uint64(len(idx) - len(unsent)))
+			unsent, refused := c.registerWith(ctx, owner, regs, idx)
+			c.registered.Add(uint64(len(idx) - len(unsent) - len(refused)))
+			c.dropped.Add(uint64(len(refused)))
 			if len(unsent) == 0 {
 				return
 			}
@@ -526,8 +535,9 @@ func earliest(a, b time.Time) time.Time {
 }
 
 // registerWith registers regs[i] for each i of idx with owner, in batches,
-// and returns the indexes of those it could not.
-func (c *Client) registerWith(ctx context.Context, owner string, regs []registration, idx []int) (unsent []int) {
+// and returns the indexes of those it could not send now, and of those the
+// owner refused (ErrRefused), which sending again would not change.
+func (c *Client) registerWith(ctx context.Context, owner string, regs []registration, idx []int) (unsent, refused []int) {
 	for len(idx) > 0 {
 		// A batch: as many as fit in MaxEntries and MaxBodyBytes, all
 		// replacements or none.
@@ -554,17 +564,23 @@ func (c *Client) registerWith(ctx context.Context, owner string, regs []registra
 				_, err = decodeAdded(body)
 			}
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrRefused):
+			c.errs.Add(1)
+			c.log.Warn("dedup: owner refused registrations", "node", owner, "refs", n, "err", err)
+			refused = append(refused, idx[:n]...)
+		case err != nil:
 			if ctx.Err() == nil {
 				c.errs.Add(1)
 				c.failed(owner, err)
 			}
-			return idx
+			return idx, refused
+		default:
+			c.reached(owner)
 		}
-		c.reached(owner)
 		idx = idx[n:]
 	}
-	return nil
+	return nil, refused
 }
 
 // handOverBatch bounds the registry entries HandOver reads at a time.
@@ -575,23 +591,30 @@ const handOverBatch = 4096
 // keys when the ring changes: a node that joins learns the payloads
 // archived before it came, and one that leaves passes on what it knew.
 // Each entry is registered with its owner (first-wins, as any
-// registration) and removed here once the owner has it durable. Entries
-// whose owner cannot be reached, or is being backed off from, stay for a
-// later call; HandOver then returns an error saying how many. It returns
-// how many entries moved.
+// registration) and removed here once the owner has it durable, unless it
+// changed meanwhile (a replacement arrived); unreadable entries are
+// deleted. Entries whose owner cannot be reached, or is being backed off
+// from, or refused them, stay for a later call; HandOver then returns an
+// error saying how many. It returns how many entries their owners took.
+// Calls run one at a time.
 func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID string, ok bool)) (moved int, err error) {
+	c.handingOver.Lock()
+	defer c.handingOver.Unlock()
 	elsewhere := func(d string) (string, bool) {
 		o, ok := owner(d)
 		return o, ok && o != c.cfg.Self
 	}
 	stay, bad := 0, 0
 	for after := ""; ; {
-		refs, last, corrupt, err := c.cfg.Local.foreign(after, handOverBatch, func(d string) bool {
+		refs, corrupt, last, err := c.cfg.Local.foreign(after, handOverBatch, func(d string) bool {
 			_, ok := elsewhere(d)
 			return ok
 		})
-		bad += corrupt
 		if err != nil {
+			return moved, err
+		}
+		bad += len(corrupt)
+		if _, err := c.cfg.Local.remove(corrupt); err != nil {
 			return moved, err
 		}
 		regs := make([]registration, len(refs))
@@ -607,17 +630,26 @@ func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID
 				stay += len(idx)
 				continue
 			}
-			unsent := c.registerWith(ctx, o, regs, idx)
-			sent := make([]string, 0, len(idx)-len(unsent))
-			for _, i := range idx[:len(idx)-len(unsent)] {
-				sent = append(sent, refs[i].Digest)
+			unsent, refused := c.registerWith(ctx, o, regs, idx)
+			kept := make(map[int]bool, len(unsent)+len(refused))
+			for _, i := range unsent {
+				kept[i] = true
 			}
-			if err := c.cfg.Local.remove(sent); err != nil {
+			for _, i := range refused {
+				kept[i] = true
+			}
+			sent := make([]entry, 0, len(idx)-len(kept))
+			for _, i := range idx {
+				if !kept[i] {
+					sent = append(sent, entry{refs[i].Digest, encodeEntry(refs[i])})
+				}
+			}
+			if _, err := c.cfg.Local.remove(sent); err != nil {
 				return moved, err
 			}
 			moved += len(sent)
 			c.handedOver.Add(uint64(len(sent)))
-			stay += len(unsent)
+			stay += len(unsent) + len(refused)
 		}
 		if ctx.Err() != nil {
 			return moved, ctx.Err()
@@ -628,10 +660,10 @@ func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID
 		after = last
 	}
 	if bad > 0 {
-		c.log.Warn("dedup: corrupt registry entries left out of a hand-over", "entries", bad)
+		c.log.Warn("dedup: deleted unreadable registry entries of digests other nodes own", "entries", bad)
 	}
 	if stay > 0 {
-		return moved, fmt.Errorf("dedup: %d registry entries stay here for now: their owners could not be reached", stay)
+		return moved, fmt.Errorf("dedup: %d registry entries stay here for now: their owners could not be reached or refused them", stay)
 	}
 	return moved, nil
 }

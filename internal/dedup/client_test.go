@@ -24,7 +24,7 @@ type fakeNet struct {
 	calls     sync.WaitGroup
 }
 
-func newFakeNet(t *testing.T, nodes ...string) *fakeNet {
+func newFakeNet(t testing.TB, nodes ...string) *fakeNet {
 	n := &fakeNet{regs: make(map[string]*Registry), down: make(map[string]bool)}
 	for _, node := range nodes {
 		n.regs[node] = newRegistry(t)
@@ -400,7 +400,7 @@ func TestHandOverMovesEntriesToTheirOwners(t *testing.T) {
 	if _, err := net.regs["b"].Register([]Ref{ref(1, 2)}); err != nil {
 		t.Fatal(err)
 	}
-	// A corrupt entry is left out, and does not stop the hand-over.
+	// A corrupt entry is deleted, and does not stop the hand-over.
 	if err := a.db.Set([]byte(keyPrefix+"sha1:CORRUPT"), []byte{9, 9}, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
@@ -436,6 +436,13 @@ func TestHandOverMovesEntriesToTheirOwners(t *testing.T) {
 	}
 	if got := found("b", owned[1]); len(got) != len(owned[1]) {
 		t.Errorf("b holds %d of its %d digests", len(got), len(owned[1]))
+	}
+	if _, closer, err := a.db.Get([]byte(keyPrefix + "sha1:CORRUPT")); err == nil {
+		closer.Close()
+		t.Error("the corrupt entry is still there")
+	}
+	if n := a.CorruptEntries(); n != 1 {
+		t.Errorf("CorruptEntries = %d, want 1", n)
 	}
 	if got := found("b", []string{digest(1)}); len(got) != 1 || !equalRef(got[0], ref(1, 2)) {
 		t.Errorf("b's entry for digest 1 = %+v, want its own first one", got)
@@ -520,5 +527,66 @@ func TestReplaceTakesTheStaleEntrysPlace(t *testing.T) {
 	}
 	if st := c.Stats(); st.Errors != 0 || st.Dropped != 0 {
 		t.Errorf("Stats = %+v", st)
+	}
+}
+
+// A replacement that reaches the old owner while HandOver is sending the
+// entry it replaces is not deleted with it: the next HandOver sends it.
+func TestHandOverKeepsAnEntryChangedMeanwhile(t *testing.T) {
+	net := newFakeNet(t, "a", "b")
+	a := net.regs["a"]
+	if _, err := a.Register([]Ref{ref(1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	replaced := false
+	send := func(ctx context.Context, node, path string, body []byte) ([]byte, error) {
+		if path == registerPath && !replaced {
+			replaced = true
+			// A peer whose ring still names a replaces the lost capture 1.
+			if n, err := a.register([]registration{{Ref: ref(1, 2), replaces: ref(1, 1).RecordID}}); err != nil || n != 1 {
+				t.Fatalf("replacement on a: %d, %v", n, err)
+			}
+		}
+		return net.send(ctx, node, path, body)
+	}
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: a, Send: send})
+	if _, err := c.HandOver(context.Background(), to("b")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.Lookup([]string{digest(1)}); len(got) != 1 || !equalRef(got[0], ref(1, 2)) {
+		t.Fatalf("a after the hand-over: %v; want the replacement kept", got)
+	}
+	if _, err := c.HandOver(context.Background(), to("b")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.Lookup([]string{digest(1)}); len(got) != 0 {
+		t.Errorf("a after a second hand-over: %v; want it sent on", got)
+	}
+}
+
+// An owner that refuses a batch (ErrRefused: 400, as a node of an older
+// release answers a body kind it does not know) loses only that batch: the
+// registrations behind it are delivered, and lookups are not backed off.
+func TestRefusedRegistrationsAreDropped(t *testing.T) {
+	net := newFakeNet(t, "b")
+	send := func(ctx context.Context, node, path string, body []byte) ([]byte, error) {
+		if path == registerPath && body[4] == kindReplace {
+			return nil, fmt.Errorf("%w: 400 dedup: body of kind 'x', want 'r'", ErrRefused)
+		}
+		return net.send(ctx, node, path, body)
+	}
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: send})
+	c.Replace(ref(1, 2), ref(1, 1).RecordID)
+	c.Register([]Ref{ref(2, 1), ref(3, 1)})
+	run(t, c)
+	waitFor(t, func() bool { st := c.Stats(); return st.Registered == 2 && st.Queued == 0 })
+	if got, _ := net.regs["b"].Lookup([]string{digest(2), digest(3)}); len(got) != 2 {
+		t.Errorf("b holds %v; want the two plain registrations", got)
+	}
+	if st := c.Stats(); st.Dropped != 1 {
+		t.Errorf("Stats = %+v; want the refused replacement dropped", st)
+	}
+	if _, ok, err := c.Lookup(context.Background(), digest(2)); err != nil || !ok {
+		t.Errorf("a lookup after the refusal = %v, %v; want it answered", ok, err)
 	}
 }

@@ -42,9 +42,10 @@
 //     replicated by package replicate, and every Ref names a capture by URL,
 //     time and record ID, which replay finds on whichever node holds it.
 //   - When the ring changes, lookups ask the new owner. Client.HandOver,
-//     which a node runs on every ring change and when it leaves, moves
-//     the entries it keeps for digests another node now owns to that node
-//     (as Apoidea's peers hand over keys), through the same register
+//     which a node runs on every ring change (and twice more, for what
+//     peers with a lagging view registered meanwhile) and when it leaves,
+//     moves the entries it keeps for digests another node now owns to that
+//     node (as Apoidea's peers hand over keys), through the same register
 //     requests, and removes them here once they are durable there. Until
 //     an entry has arrived, and for the entries of an owner that failed
 //     without leaving, a lookup misses: the first node to store such a
@@ -62,6 +63,11 @@
 //     found the capture an entry names missing from the archive, and so
 //     stored the payload again, registers its copy in that entry's place,
 //     if the entry still names the missing capture.
+//   - Any admitted node may register and replace entries, so a faulty one
+//     can point an entry anywhere. That costs copies, not data: before a
+//     node drops a payload on an entry's word, it checks that the archive
+//     holds the capture named (package node), and stores the payload,
+//     and replaces the entry, when it does not.
 package dedup
 
 import (

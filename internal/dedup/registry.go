@@ -1,11 +1,14 @@
 package dedup
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,18 +123,26 @@ func (r *Registry) register(regs []registration) (added int, err error) {
 	return added, nil
 }
 
+// An entry is a registry entry as stored: what remove compares before it
+// deletes.
+type entry struct {
+	digest string
+	value  []byte
+}
+
 // foreign returns up to limit entries, in digest order after the digest
 // after ("" for the first), whose digest pick selects, and the last digest
-// it read ("" once it read the last entry). Corrupt entries are skipped
-// and counted in bad: they can only cost a duplicate.
-func (r *Registry) foreign(after string, limit int, pick func(digest string) bool) (refs []Ref, last string, bad int, err error) {
+// it read ("" once it read the last entry). Entries that cannot be decoded
+// are counted in CorruptEntries and returned apart: they can only be
+// deleted.
+func (r *Registry) foreign(after string, limit int, pick func(digest string) bool) (refs []Ref, corrupt []entry, last string, err error) {
 	lower := []byte(keyPrefix + after)
 	if after != "" {
 		lower = append(lower, 0) // the next key after it
 	}
 	it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(keyPrefix)})
 	if err != nil {
-		return nil, "", 0, fmt.Errorf("dedup: reading the registry: %w", err)
+		return nil, nil, "", fmt.Errorf("dedup: reading the registry: %w", err)
 	}
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
@@ -141,17 +152,18 @@ func (r *Registry) foreign(after string, limit int, pick func(digest string) boo
 		}
 		ref, err := decodeEntry(last, it.Value())
 		if err != nil {
-			bad++
+			r.corrupt.Add(1)
+			corrupt = append(corrupt, entry{last, slices.Clone(it.Value())})
 			continue
 		}
 		if refs = append(refs, ref); len(refs) == limit {
-			return refs, last, bad, nil
+			return refs, corrupt, last, nil
 		}
 	}
 	if err := it.Error(); err != nil {
-		return nil, "", bad, fmt.Errorf("dedup: reading the registry: %w", err)
+		return nil, nil, "", fmt.Errorf("dedup: reading the registry: %w", err)
 	}
-	return refs, "", bad, nil
+	return refs, corrupt, "", nil
 }
 
 // prefixEnd is the first key after every key that starts with prefix.
@@ -161,22 +173,43 @@ func prefixEnd(prefix string) []byte {
 	return end
 }
 
-// remove deletes the entries of digests.
-func (r *Registry) remove(digests []string) error {
+// remove deletes those of entries that are still stored as they were read
+// (a registration replacing one meanwhile is kept), and returns how many.
+func (r *Registry) remove(entries []entry) (int, error) {
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	// In key order, with one iterator: a Get each would cost an iterator
+	// each.
+	entries = slices.SortedFunc(slices.Values(entries), func(a, b entry) int { return strings.Compare(a.digest, b.digest) })
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: []byte(keyPrefix), UpperBound: prefixEnd(keyPrefix)})
+	if err != nil {
+		return 0, fmt.Errorf("dedup: reading the registry: %w", err)
+	}
+	defer it.Close()
 	b := r.db.NewBatch()
 	defer b.Close()
-	for _, d := range digests {
-		if err := b.Delete([]byte(keyPrefix+d), nil); err != nil {
-			return fmt.Errorf("dedup: staging the removal of %s: %w", d, err)
+	removed := 0
+	for _, e := range entries {
+		key := []byte(keyPrefix + e.digest)
+		if !it.SeekGE(key) || !bytes.Equal(it.Key(), key) || !bytes.Equal(it.Value(), e.value) {
+			continue
 		}
+		if err := b.Delete(key, nil); err != nil {
+			return 0, fmt.Errorf("dedup: staging the removal of %s: %w", e.digest, err)
+		}
+		removed++
+	}
+	if err := it.Error(); err != nil {
+		return 0, fmt.Errorf("dedup: reading the registry: %w", err)
 	}
 	// Not synced: an entry a crash brings back is only sent again.
 	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("dedup: removing entries handed over: %w", err)
+		return 0, fmt.Errorf("dedup: removing entries: %w", err)
 	}
-	return nil
+	return removed, nil
 }
 
 // get returns the entry of digest. An entry that cannot be decoded (a

@@ -132,19 +132,50 @@ func (n *Node) digestOwner(digest string) (string, bool) {
 	return o.ID, ok
 }
 
+// registryRechecks is how many anti-entropy rounds after a ring change
+// hand the registry over again: peers whose view of the ring lagged may
+// have registered payloads here that this node no longer owns.
+const registryRechecks = 2
+
+// registryPasses counts the registry hand-overs still wanted.
+type registryPasses struct {
+	mu   sync.Mutex
+	left int
+}
+
 // handOverRegistry moves the content-seen registry's entries for digests
-// other nodes now own to them. Entries whose owner could not be reached
-// are tried again after the next anti-entropy round; until then a lookup
-// of them misses, which costs a duplicate, never data.
-func (n *Node) handOverRegistry(ctx context.Context) {
+// other nodes now own to them. After a ring change (ringChanged) it asks
+// for registryRechecks more passes, one per anti-entropy round; a pass
+// that leaves entries behind (an owner unreachable) asks for one more.
+// Until an entry arrives, a lookup of it misses, which costs a duplicate,
+// never data.
+func (n *Node) handOverRegistry(ctx context.Context, ringChanged bool) {
 	moved, err := n.dedup.HandOver(ctx, n.digestOwner)
-	n.registryBehind.Store(err != nil)
+	n.registryPasses.mu.Lock()
+	switch {
+	case ringChanged:
+		n.registryPasses.left = registryRechecks
+	case err == nil:
+		n.registryPasses.left = max(n.registryPasses.left-1, 0)
+	}
+	if err != nil {
+		n.registryPasses.left = max(n.registryPasses.left, 1)
+	}
+	n.registryPasses.mu.Unlock()
 	if moved > 0 {
 		n.log.Info("node: handed content-seen registry entries to their new owners", "entries", moved)
 	}
 	if err != nil && ctx.Err() == nil {
 		n.log.Warn("node: handing the content-seen registry over", "moved", moved, "err", err)
 	}
+}
+
+// registryPassWanted reports whether an anti-entropy round should hand
+// the registry over again.
+func (n *Node) registryPassWanted() bool {
+	n.registryPasses.mu.Lock()
+	defer n.registryPasses.mu.Unlock()
+	return n.registryPasses.left > 0
 }
 
 // sendDedup posts a content-seen request to a member.
@@ -166,7 +197,11 @@ func (n *Node) sendDedup(ctx context.Context, id, path string, body []byte) ([]b
 	if err != nil {
 		return nil, fmt.Errorf("node: %s: %w", path, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		return nil, fmt.Errorf("node: %s: %w: %s: %.200s", path, dedup.ErrRefused, resp.Status, bytes.TrimSpace(data))
+	default:
 		return nil, fmt.Errorf("node: %s: %s: %.200s", path, resp.Status, bytes.TrimSpace(data))
 	}
 	if len(data) > dedup.MaxBodyBytes {

@@ -144,8 +144,10 @@ func (n *Node) handedOff(recordID string, digest []byte) bool {
 	return string(v) == string(digest)
 }
 
-// handoffRunner runs handOff and handOverRegistry once at a time, again if
-// the ring changed meanwhile.
+// handoffRunner runs the hand-overs that follow a ring change, the
+// registry's and the captures', one run at a time, again if the ring
+// changed meanwhile. (Registry hand-overs also run from the repair loop and
+// Leave; dedup.Client.HandOver runs them one at a time.)
 type handoffRunner struct {
 	pending atomic.Bool
 	running atomic.Bool
@@ -159,10 +161,12 @@ func (n *Node) requestHandOff(ctx context.Context) {
 	go func() {
 		defer n.handoff.running.Store(false)
 		for n.handoff.pending.Swap(false) {
+			// The registry first: it is small and not throttled, while
+			// the captures go at the repair budget's pace.
+			n.handOverRegistry(ctx, true)
 			if err := n.handOff(ctx); err != nil && ctx.Err() == nil {
 				n.log.Warn("node: handing captures over", "err", err)
 			}
-			n.handOverRegistry(ctx)
 		}
 	}()
 }

@@ -129,7 +129,7 @@ type Node struct {
 	seen              *dedup.Registry // payload digests this node keeps for the network
 	dedup             *dedup.Client
 	contentSeen       *contentSeen // the crawler's view of dedup, which checks its hits
-	registryBehind    atomic.Bool  // the last registry hand-over left entries for unreachable owners
+	registryPasses    registryPasses
 	drain             drainState
 	handoff           handoffRunner
 	handedOver        atomic.Int64 // captures of sites not held here, pushed to their replicas

@@ -86,8 +86,8 @@ func (n *Node) repair(ctx context.Context) {
 				n.log.Warn("node: anti-entropy round failed", "member", m.Name, "err", err)
 			}
 		}
-		if n.registryBehind.Load() {
-			n.handOverRegistry(ctx)
+		if n.registryPassWanted() {
+			n.handOverRegistry(ctx, false)
 		}
 		if err := n.release(ctx); err != nil && ctx.Err() == nil {
 			n.log.Warn("node: releasing captures handed over", "err", err)
