@@ -590,11 +590,13 @@ const handOverBatch = 4096
 // gives to another node to that node, as Apoidea's peers hand over their
 // keys when the ring changes: a node that joins learns the payloads
 // archived before it came, and one that leaves passes on what it knew.
-// Each entry is registered with its owner (first-wins, as any
-// registration) and removed here once the owner has it durable, unless it
-// changed meanwhile (a replacement arrived); unreadable entries are
-// deleted. Entries whose owner cannot be reached, or is being backed off
-// from, or refused them, stay for a later call; HandOver then returns an
+// Each entry is registered with its owner as it was registered here
+// (first-wins, or as the replacement of a missing capture's entry) and
+// removed here once the owner has it durable, unless it changed meanwhile
+// (a replacement arrived: the next call sends it). Entries the owner
+// refuses (ErrRefused) are deleted, at the cost of a later duplicate, and
+// so are unreadable ones. Entries whose owner cannot be reached, or is
+// being backed off from, stay for a later call; HandOver then returns an
 // error saying how many. It returns how many entries their owners took.
 // Calls run one at a time.
 func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID string, ok bool)) (moved int, err error) {
@@ -606,7 +608,7 @@ func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID
 	}
 	stay, bad := 0, 0
 	for after := ""; ; {
-		refs, corrupt, last, err := c.cfg.Local.foreign(after, handOverBatch, func(d string) bool {
+		regs, stored, corrupt, last, err := c.cfg.Local.foreign(after, handOverBatch, func(d string) bool {
 			_, ok := elsewhere(d)
 			return ok
 		})
@@ -617,11 +619,9 @@ func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID
 		if _, err := c.cfg.Local.remove(corrupt); err != nil {
 			return moved, err
 		}
-		regs := make([]registration, len(refs))
 		groups := make(map[string][]int)
-		for i, ref := range refs {
-			regs[i].Ref = ref
-			if o, ok := elsewhere(ref.Digest); ok {
+		for i, reg := range regs {
+			if o, ok := elsewhere(reg.Digest); ok {
 				groups[o] = append(groups[o], i)
 			}
 		}
@@ -631,25 +631,24 @@ func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID
 				continue
 			}
 			unsent, refused := c.registerWith(ctx, o, regs, idx)
-			kept := make(map[int]bool, len(unsent)+len(refused))
+			kept := make(map[int]bool, len(unsent))
 			for _, i := range unsent {
 				kept[i] = true
 			}
-			for _, i := range refused {
-				kept[i] = true
-			}
-			sent := make([]entry, 0, len(idx)-len(kept))
+			done := make([]entry, 0, len(idx)-len(kept))
 			for _, i := range idx {
 				if !kept[i] {
-					sent = append(sent, entry{refs[i].Digest, encodeEntry(refs[i])})
+					done = append(done, stored[i])
 				}
 			}
-			if _, err := c.cfg.Local.remove(sent); err != nil {
+			if _, err := c.cfg.Local.remove(done); err != nil {
 				return moved, err
 			}
-			moved += len(sent)
-			c.handedOver.Add(uint64(len(sent)))
-			stay += len(unsent) + len(refused)
+			taken := len(done) - len(refused)
+			moved += taken
+			c.handedOver.Add(uint64(taken))
+			c.dropped.Add(uint64(len(refused)))
+			stay += len(unsent)
 		}
 		if ctx.Err() != nil {
 			return moved, ctx.Err()
@@ -663,7 +662,7 @@ func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID
 		c.log.Warn("dedup: deleted unreadable registry entries of digests other nodes own", "entries", bad)
 	}
 	if stay > 0 {
-		return moved, fmt.Errorf("dedup: %d registry entries stay here for now: their owners could not be reached or refused them", stay)
+		return moved, fmt.Errorf("dedup: %d registry entries stay here for now: their owners could not be reached", stay)
 	}
 	return moved, nil
 }

@@ -531,11 +531,13 @@ func TestReplaceTakesTheStaleEntrysPlace(t *testing.T) {
 }
 
 // A replacement that reaches the old owner while HandOver is sending the
-// entry it replaces is not deleted with it: the next HandOver sends it.
-func TestHandOverKeepsAnEntryChangedMeanwhile(t *testing.T) {
+// entry it replaces, or after, is not lost: the old owner keeps it, and
+// the next HandOver passes it on as a replacement, which the new owner
+// applies over the stale entry it was given.
+func TestHandOverPassesReplacementsOn(t *testing.T) {
 	net := newFakeNet(t, "a", "b")
-	a := net.regs["a"]
-	if _, err := a.Register([]Ref{ref(1, 1)}); err != nil {
+	a, b := net.regs["a"], net.regs["b"]
+	if _, err := a.Register([]Ref{ref(1, 1), ref(2, 1)}); err != nil {
 		t.Fatal(err)
 	}
 	replaced := false
@@ -556,11 +558,21 @@ func TestHandOverKeepsAnEntryChangedMeanwhile(t *testing.T) {
 	if got, _ := a.Lookup([]string{digest(1)}); len(got) != 1 || !equalRef(got[0], ref(1, 2)) {
 		t.Fatalf("a after the hand-over: %v; want the replacement kept", got)
 	}
+	// After the hand-over, another lagging peer replaces capture 1 of
+	// digest 2, which a no longer holds: a keeps it as a new entry.
+	if n, err := a.register([]registration{{Ref: ref(2, 2), replaces: ref(2, 1).RecordID}}); err != nil || n != 1 {
+		t.Fatalf("late replacement on a: %d, %v", n, err)
+	}
 	if _, err := c.HandOver(context.Background(), to("b")); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := a.Lookup([]string{digest(1)}); len(got) != 0 {
-		t.Errorf("a after a second hand-over: %v; want it sent on", got)
+	if got, _ := a.Lookup([]string{digest(1), digest(2)}); len(got) != 0 {
+		t.Errorf("a after a second hand-over: %v; want everything sent on", got)
+	}
+	for i, want := range map[int]Ref{1: ref(1, 2), 2: ref(2, 2)} {
+		if got, _ := b.Lookup([]string{digest(i)}); len(got) != 1 || !equalRef(got[0], want) {
+			t.Errorf("b's entry for digest %d: %v; want the replacement %+v", i, got, want)
+		}
 	}
 }
 
@@ -588,5 +600,39 @@ func TestRefusedRegistrationsAreDropped(t *testing.T) {
 	}
 	if _, ok, err := c.Lookup(context.Background(), digest(2)); err != nil || !ok {
 		t.Errorf("a lookup after the refusal = %v, %v; want it answered", ok, err)
+	}
+}
+
+// Entries a new owner refuses in a hand-over are deleted, not sent again
+// on every pass: sending them again cannot succeed.
+func TestHandOverDropsRefusedEntries(t *testing.T) {
+	net := newFakeNet(t, "a", "b")
+	a := net.regs["a"]
+	if _, err := a.Register([]Ref{ref(1, 1), ref(2, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.register([]registration{{Ref: ref(1, 2), replaces: ref(1, 1).RecordID}}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(ctx context.Context, node, path string, body []byte) ([]byte, error) {
+		if path == registerPath && body[4] == kindReplace {
+			return nil, fmt.Errorf("%w: 400 dedup: body of kind 'x', want 'r'", ErrRefused)
+		}
+		return net.send(ctx, node, path, body)
+	}
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: a, Send: send})
+	moved, err := c.HandOver(context.Background(), to("b"))
+	if err != nil || moved != 1 {
+		t.Errorf("HandOver = %d, %v; want 1 moved and no error", moved, err)
+	}
+	if got, _ := a.Lookup([]string{digest(1), digest(2)}); len(got) != 0 {
+		t.Errorf("a keeps %v", got)
+	}
+	if st := c.Stats(); st.Dropped != 1 || st.HandedOver != 1 {
+		t.Errorf("Stats = %+v; want 1 dropped, 1 handed over", st)
+	}
+	before := net.registers
+	if moved, err := c.HandOver(context.Background(), to("b")); moved != 0 || err != nil || net.registers != before {
+		t.Errorf("a second HandOver = %d, %v with %d requests; want nothing to do", moved, err, net.registers-before)
 	}
 }

@@ -37,10 +37,12 @@
 // What is kept where, and what a failure costs:
 //
 //   - The registry is not replicated: an entry lives in its owner's pebble
-//     database only (key prefix "x/", x/<digest> → Ref). Losing the owner
-//     loses dedup opportunities, not data: the captures themselves are
-//     replicated by package replicate, and every Ref names a capture by URL,
-//     time and record ID, which replay finds on whichever node holds it.
+//     database only (key prefix "x/", x/<digest> → Ref, and for an entry
+//     that replaced a missing capture's, that capture's record ID, which a
+//     hand-over passes on). Losing the owner loses dedup opportunities, not
+//     data: the captures themselves are replicated by package replicate,
+//     and every Ref names a capture by URL, time and record ID, which replay
+//     finds on whichever node holds it.
 //   - When the ring changes, lookups ask the new owner. Client.HandOver,
 //     which a node runs on every ring change (and twice more, for what
 //     peers with a lagging view registered meanwhile) and when it leaves,

@@ -19,11 +19,17 @@ import (
 )
 
 // keyPrefix is the registry's key prefix in the node's database:
-// x/<digest> → the encoded Ref, without its digest.
+// x/<digest> → the encoded entry (encodeEntry).
 const keyPrefix = "x/"
 
-// entryVersion is the first byte of a stored entry.
-const entryVersion = 1
+// The first byte of a stored entry: entryVersion for an entry registered
+// first-wins, entryReplacing for one that replaced the entry of a missing
+// capture, which keeps that capture's record ID too, so that a hand-over
+// passes it on as a replacement.
+const (
+	entryVersion   = 1
+	entryReplacing = 2
+)
 
 // A Registry is the owner's side: for each digest this node owns, where
 // the payload was first archived in the network. It is safe for concurrent
@@ -109,7 +115,7 @@ func (r *Registry) register(regs []registration) (added int, err error) {
 		if ok && (reg.replaces == "" || current.RecordID != reg.replaces) {
 			continue
 		}
-		if err := b.Set([]byte(keyPrefix+reg.Digest), encodeEntry(reg.Ref), nil); err != nil {
+		if err := b.Set([]byte(keyPrefix+reg.Digest), encodeEntry(reg), nil); err != nil {
 			return 0, fmt.Errorf("dedup: staging %s: %w", reg.Digest, err)
 		}
 		added++
@@ -131,18 +137,18 @@ type entry struct {
 }
 
 // foreign returns up to limit entries, in digest order after the digest
-// after ("" for the first), whose digest pick selects, and the last digest
-// it read ("" once it read the last entry). Entries that cannot be decoded
-// are counted in CorruptEntries and returned apart: they can only be
-// deleted.
-func (r *Registry) foreign(after string, limit int, pick func(digest string) bool) (refs []Ref, corrupt []entry, last string, err error) {
+// after ("" for the first), whose digest pick selects, decoded and as
+// stored, and the last digest it read ("" once it read the last entry).
+// Entries that cannot be decoded are counted in CorruptEntries and
+// returned apart: they can only be deleted.
+func (r *Registry) foreign(after string, limit int, pick func(digest string) bool) (regs []registration, stored, corrupt []entry, last string, err error) {
 	lower := []byte(keyPrefix + after)
 	if after != "" {
 		lower = append(lower, 0) // the next key after it
 	}
 	it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(keyPrefix)})
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("dedup: reading the registry: %w", err)
+		return nil, nil, nil, "", fmt.Errorf("dedup: reading the registry: %w", err)
 	}
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
@@ -150,20 +156,22 @@ func (r *Registry) foreign(after string, limit int, pick func(digest string) boo
 		if !pick(last) {
 			continue
 		}
-		ref, err := decodeEntry(last, it.Value())
+		e := entry{last, slices.Clone(it.Value())}
+		reg, err := decodeEntry(last, e.value)
 		if err != nil {
 			r.corrupt.Add(1)
-			corrupt = append(corrupt, entry{last, slices.Clone(it.Value())})
+			corrupt = append(corrupt, e)
 			continue
 		}
-		if refs = append(refs, ref); len(refs) == limit {
-			return refs, corrupt, last, nil
+		regs, stored = append(regs, reg), append(stored, e)
+		if len(regs) == limit {
+			return regs, stored, corrupt, last, nil
 		}
 	}
 	if err := it.Error(); err != nil {
-		return nil, nil, "", fmt.Errorf("dedup: reading the registry: %w", err)
+		return nil, nil, nil, "", fmt.Errorf("dedup: reading the registry: %w", err)
 	}
-	return refs, corrupt, "", nil
+	return regs, stored, corrupt, "", nil
 }
 
 // prefixEnd is the first key after every key that starts with prefix.
@@ -225,56 +233,73 @@ func (r *Registry) get(db pebble.Reader, digest string) (Ref, bool, error) {
 		return Ref{}, false, fmt.Errorf("dedup: reading %s: %w", digest, err)
 	}
 	defer closer.Close()
-	ref, err := decodeEntry(digest, v)
+	reg, err := decodeEntry(digest, v)
 	if err != nil {
 		r.corrupt.Add(1)
 		return Ref{}, false, nil
 	}
-	return ref, true, nil
+	return reg.Ref, true, nil
 }
 
 // CorruptEntries counts the entries found unreadable since the registry
 // was opened (each time one was read).
 func (r *Registry) CorruptEntries() uint64 { return r.corrupt.Load() }
 
-// encodeEntry encodes ref for its key: a version byte, then the URL, the
-// time and the record ID as in the wire format.
-func encodeEntry(ref Ref) []byte {
-	b := make([]byte, 0, refSize(ref)+1)
-	b = append(b, entryVersion)
-	b = appendString(b, ref.URL)
-	b = binary.AppendVarint(b, ref.Time.UnixNano())
-	return appendString(b, ref.RecordID)
+// encodeEntry encodes reg for its key: a version byte, then the URL, the
+// time and the record ID as in the wire format, and for a replacement the
+// record ID it replaced.
+func encodeEntry(reg registration) []byte {
+	b := make([]byte, 0, registrationSize(reg)+1)
+	if reg.replaces == "" {
+		b = append(b, entryVersion)
+	} else {
+		b = append(b, entryReplacing)
+	}
+	b = appendString(b, reg.URL)
+	b = binary.AppendVarint(b, reg.Time.UnixNano())
+	b = appendString(b, reg.RecordID)
+	if reg.replaces != "" {
+		b = appendString(b, reg.replaces)
+	}
+	return b
 }
 
-func decodeEntry(digest string, v []byte) (Ref, error) {
-	bad := func(err error) (Ref, error) {
-		return Ref{}, fmt.Errorf("dedup: corrupt registry entry for %s: %w", digest, err)
+func decodeEntry(digest string, v []byte) (registration, error) {
+	bad := func(err error) (registration, error) {
+		return registration{}, fmt.Errorf("dedup: corrupt registry entry for %s: %w", digest, err)
 	}
-	if len(v) == 0 || v[0] != entryVersion {
+	if len(v) == 0 || v[0] != entryVersion && v[0] != entryReplacing {
 		return bad(errors.New("unknown version"))
 	}
 	r := reader{b: v[1:]}
-	ref := Ref{Digest: digest}
+	reg := registration{Ref: Ref{Digest: digest}}
 	var err error
-	if ref.URL, err = r.string("URL", MaxURLBytes); err != nil {
+	if reg.URL, err = r.string("URL", MaxURLBytes); err != nil {
 		return bad(err)
 	}
 	ns, err := r.varint()
 	if err != nil {
 		return bad(err)
 	}
-	ref.Time = time.Unix(0, ns).UTC()
-	if ref.RecordID, err = r.string("record ID", MaxRecordIDBytes); err != nil {
+	reg.Time = time.Unix(0, ns).UTC()
+	if reg.RecordID, err = r.string("record ID", MaxRecordIDBytes); err != nil {
 		return bad(err)
+	}
+	if v[0] == entryReplacing {
+		if reg.replaces, err = r.string("record ID replaced", MaxRecordIDBytes); err != nil {
+			return bad(err)
+		}
+		if reg.replaces == "" {
+			return bad(errors.New("a replacing entry without the record ID it replaced"))
+		}
 	}
 	if err := r.end(); err != nil {
 		return bad(err)
 	}
-	if err := ref.check(); err != nil {
+	if err := reg.check(); err != nil {
 		return bad(err)
 	}
-	return ref, nil
+	return reg, nil
 }
 
 // Handler serves the registry to the other nodes of the network, behind a

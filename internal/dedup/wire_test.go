@@ -36,8 +36,10 @@ func TestWireRoundTrip(t *testing.T) {
 	if n, err := decodeAdded(encodeAdded(MaxEntries + 1)); err == nil {
 		t.Errorf("an answer of %d added decoded", n)
 	}
-	if e, err := decodeEntry(digest(3), encodeEntry(ref(3, 3))); err != nil || !equalRef(e, ref(3, 3)) {
-		t.Errorf("entry round trip = %+v, %v", e, err)
+	for _, reg := range []registration{{Ref: ref(3, 3)}, {Ref: ref(3, 4), replaces: ref(3, 3).RecordID}} {
+		if e, err := decodeEntry(digest(3), encodeEntry(reg)); err != nil || !equalRef(e.Ref, reg.Ref) || e.replaces != reg.replaces {
+			t.Errorf("entry round trip = %+v, %v; want %+v", e, err, reg)
+		}
 	}
 }
 
@@ -127,8 +129,10 @@ func FuzzDecodeAdded(f *testing.F) {
 }
 
 func FuzzDecodeEntry(f *testing.F) {
-	f.Add(encodeEntry(ref(1, 1)))
+	f.Add(encodeEntry(registration{Ref: ref(1, 1)}))
+	f.Add(encodeEntry(registration{Ref: ref(1, 2), replaces: ref(1, 1).RecordID}))
 	f.Add([]byte{entryVersion, 1, 'x', 2, 1, '<'})
+	f.Add([]byte{entryReplacing, 1, 'x', 2, 1, '<', 0})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, v []byte) {
 		r, err := decodeEntry(digest(1), v)
@@ -138,7 +142,10 @@ func FuzzDecodeEntry(f *testing.F) {
 		if err := r.check(); err != nil {
 			t.Fatalf("decoded invalid entry: %v", err)
 		}
-		if again, err := decodeEntry(digest(1), encodeEntry(r)); err != nil || !equalRef(again, r) {
+		if (r.replaces != "") != (v[0] == entryReplacing) {
+			t.Fatalf("an entry of version %d decoded to %+v", v[0], r)
+		}
+		if again, err := decodeEntry(digest(1), encodeEntry(r)); err != nil || !equalRef(again.Ref, r.Ref) || again.replaces != r.replaces {
 			t.Fatalf("re-encoding %+v: %+v, %v", r, again, err)
 		}
 	})
