@@ -16,9 +16,9 @@ import (
 )
 
 // FetchFunc fetches a robots.txt URL, following redirects, and returns the
-// final status and body. The crawler supplies it, so robots.txt responses are
-// archived like every other capture.
-type FetchFunc func(ctx context.Context, robotsURL string) (status int, body []byte, err error)
+// final status and body and the URL they came from. The crawler supplies
+// it, so robots.txt responses are archived like every other capture.
+type FetchFunc func(ctx context.Context, robotsURL string) (status int, body []byte, finalURL string, err error)
 
 // Options tune a Cache; zero values mean the defaults listed.
 type Options struct {
@@ -134,7 +134,7 @@ func (c *Cache) entry(ctx context.Context, origin string) (*entry, error) {
 		e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
 		return e, nil
 	}
-	status, body, err := c.fetch(ctx, origin+"/robots.txt")
+	status, body, final, err := c.fetch(ctx, origin+"/robots.txt")
 	if err != nil && ctx.Err() != nil {
 		c.mu.Lock()
 		delete(c.hosts, origin)
@@ -151,9 +151,36 @@ func (c *Cache) entry(ctx context.Context, origin string) (*entry, error) {
 	e.err = err
 	if err == nil {
 		c.save(origin, status, body, expires)
+		c.prime(final, origin, status, body, expires)
 	}
 	e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
 	return e, nil
+}
+
+// prime caches what a robots.txt fetch for origin found at final, a
+// redirect target, as the robots.txt of final's own origin, when final is
+// that origin's /robots.txt and the cache has no rules for it: a host that
+// redirects to its www. name (or to https) would otherwise have the same
+// file fetched, and archived, twice.
+func (c *Cache) prime(final, origin string, status int, body []byte, expires time.Time) {
+	u, err := url.Parse(final)
+	if err != nil || u.EscapedPath() != "/robots.txt" || u.RawQuery != "" || u.User != nil {
+		return
+	}
+	target := u.Scheme + "://" + u.Host
+	if target == origin || u.Host == "" {
+		return
+	}
+	c.mu.Lock()
+	if e := c.hosts[target]; e != nil {
+		c.mu.Unlock()
+		return // fetched, or being fetched, on its own account
+	}
+	e := &entry{ready: make(chan struct{})}
+	c.hosts[target] = e
+	c.mu.Unlock()
+	c.save(target, status, body, expires)
+	e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
 }
 
 func (e *entry) set(status int, body []byte, expires time.Time, maxSize int, userAgent string) {

@@ -20,10 +20,10 @@ type fakeSite struct {
 	calls  atomic.Int64
 }
 
-func (s *fakeSite) fetch(ctx context.Context, u string) (int, []byte, error) {
+func (s *fakeSite) fetch(ctx context.Context, u string) (int, []byte, string, error) {
 	s.calls.Add(1)
 	time.Sleep(5 * time.Millisecond) // let concurrent callers pile up
-	return s.status, []byte(s.body), s.err
+	return s.status, []byte(s.body), u, s.err
 }
 
 func check(t *testing.T, c *Cache, u string) Decision {
@@ -155,9 +155,63 @@ func TestPersistentCache(t *testing.T) {
 func FuzzCheck(f *testing.F) {
 	f.Add("User-agent: *\nDisallow: /a*b$\nAllow: /a\nCrawl-delay: x", "/ab")
 	f.Fuzz(func(t *testing.T, body, path string) {
-		c := New(func(context.Context, string) (int, []byte, error) { return 200, []byte(body), nil }, Options{UserAgent: "waggle"})
+		c := New(func(_ context.Context, u string) (int, []byte, string, error) { return 200, []byte(body), u, nil }, Options{UserAgent: "waggle"})
 		if _, err := c.Check(context.Background(), "http://a.test/"+path); err != nil {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A robots.txt reached through a redirect to another origin's /robots.txt
+// is that origin's robots.txt too: it is not fetched again for it. A
+// redirect to any other path, or to an origin fetched on its own, primes
+// nothing.
+func TestRedirectTargetIsCachedForItsOrigin(t *testing.T) {
+	var mu sync.Mutex
+	fetched := map[string]int{}
+	redirects := map[string]string{
+		"http://a.test/robots.txt":   "http://www.a.test/robots.txt",
+		"http://b.test/robots.txt":   "http://www.b.test/robots.txt?x=1",
+		"http://c.test/robots.txt":   "http://www.c.test/other.txt",
+		"http://d.test/robots.txt":   "https://d.test/robots.txt",
+		"http://old.test/robots.txt": "http://new.test/robots.txt",
+	}
+	fetch := func(_ context.Context, u string) (int, []byte, string, error) {
+		mu.Lock()
+		fetched[u]++
+		mu.Unlock()
+		if to, ok := redirects[u]; ok {
+			u = to
+		}
+		return 200, []byte("User-agent: *\nDisallow: /private\n"), u, nil
+	}
+	c := New(fetch, Options{})
+	check(t, c, "http://new.test/")
+	for _, u := range []string{"http://a.test/", "http://b.test/", "http://c.test/", "http://d.test/", "http://old.test/"} {
+		check(t, c, u)
+	}
+	if d := check(t, c, "http://www.a.test/private"); d.Allowed {
+		t.Error("www.a.test/private allowed; want the redirected robots.txt's rules")
+	}
+	check(t, c, "https://d.test/")
+	check(t, c, "http://www.b.test/")
+	check(t, c, "http://www.c.test/")
+	check(t, c, "http://new.test/")
+	want := map[string]int{
+		"http://a.test/robots.txt": 1, "http://b.test/robots.txt": 1, "http://c.test/robots.txt": 1,
+		"http://d.test/robots.txt": 1, "http://old.test/robots.txt": 1, "http://new.test/robots.txt": 1,
+		"http://www.b.test/robots.txt": 1, "http://www.c.test/robots.txt": 1,
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for u, n := range fetched {
+		if want[u] != n {
+			t.Errorf("%s fetched %d times, want %d", u, n, want[u])
+		}
+	}
+	for u, n := range want {
+		if fetched[u] != n {
+			t.Errorf("%s fetched %d times, want %d", u, fetched[u], n)
+		}
+	}
 }
