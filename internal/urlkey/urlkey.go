@@ -136,11 +136,13 @@ func Site(u string) string {
 	if strings.HasPrefix(host, "[") {
 		return host + port // an IPv6 literal, kept as SURT keeps it
 	}
-	host = strings.Trim(host, ".")
+	// A canonical URL's IPv4 host has no trailing dot (the WHATWG parser
+	// drops one); a host that still has dots around an address is a DNS
+	// name, which SURT reverses.
 	if net.ParseIP(host) != nil {
 		return host + port
 	}
-	return reverseHost(host) + port
+	return reverseHost(strings.Trim(host, ".")) + port
 }
 
 // reverseHost is a DNS name as SURT keys write it: without a leading www
