@@ -355,11 +355,7 @@ func (c *Client) reached(owner string) {
 // and cost only a later duplicate: the queue is not durable, since a lost
 // registration never loses data.
 func (c *Client) Register(refs []Ref) {
-	regs := make([]registration, len(refs))
-	for i, ref := range refs {
-		regs[i].Ref = ref
-	}
-	c.enqueueRegistrations(regs)
+	c.enqueueRegistrations(plain(refs))
 }
 
 // Replace queues fresh, a capture this node has just committed, to take
@@ -479,9 +475,9 @@ func (c *Client) flush(ctx context.Context) (next time.Time) {
 			next = earliest(next, now.Add(c.minBackoff))
 			continue
 		}
-		if bo := c.backoff[owner]; bo != nil && now.Before(bo.until) {
+		if until, ok := c.backoffUntil(owner, now); ok {
 			kept = append(kept, i)
-			next = earliest(next, bo.until)
+			next = earliest(next, until)
 			continue
 		}
 		groups[owner] = append(groups[owner], i)
@@ -671,8 +667,17 @@ func (c *Client) HandOver(ctx context.Context, owner func(digest string) (nodeID
 func (c *Client) backedOff(owner string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	bo := c.backoff[owner]
-	return bo != nil && time.Now().Before(bo.until)
+	_, ok := c.backoffUntil(owner, time.Now())
+	return ok
+}
+
+// backoffUntil returns when the back-off from owner ends, if it has not
+// ended by now. c.mu is held.
+func (c *Client) backoffUntil(owner string, now time.Time) (time.Time, bool) {
+	if bo := c.backoff[owner]; bo != nil && now.Before(bo.until) {
+		return bo.until, true
+	}
+	return time.Time{}, false
 }
 
 // Stats returns the client's counters.

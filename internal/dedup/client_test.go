@@ -94,6 +94,15 @@ func (n *fakeNet) send(ctx context.Context, node, path string, body []byte) ([]b
 	return nil, fmt.Errorf("404 %s", path)
 }
 
+// refusingReplacements is send for nodes of an older release, which
+// refuse the replacement kind of register body as malformed (400).
+func (n *fakeNet) refusingReplacements(ctx context.Context, node, path string, body []byte) ([]byte, error) {
+	if path == registerPath && body[4] == kindReplace {
+		return nil, fmt.Errorf("%w: 400 dedup: body of kind 'x', want 'r'", ErrRefused)
+	}
+	return n.send(ctx, node, path, body)
+}
+
 // to returns an Owner that names node for every digest.
 func to(node string) func(string) (string, bool) {
 	return func(string) (string, bool) { return node, true }
@@ -581,13 +590,7 @@ func TestHandOverPassesReplacementsOn(t *testing.T) {
 // registrations behind it are delivered, and lookups are not backed off.
 func TestRefusedRegistrationsAreDropped(t *testing.T) {
 	net := newFakeNet(t, "b")
-	send := func(ctx context.Context, node, path string, body []byte) ([]byte, error) {
-		if path == registerPath && body[4] == kindReplace {
-			return nil, fmt.Errorf("%w: 400 dedup: body of kind 'x', want 'r'", ErrRefused)
-		}
-		return net.send(ctx, node, path, body)
-	}
-	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: send})
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.refusingReplacements})
 	c.Replace(ref(1, 2), ref(1, 1).RecordID)
 	c.Register([]Ref{ref(2, 1), ref(3, 1)})
 	run(t, c)
@@ -614,13 +617,7 @@ func TestHandOverDropsRefusedEntries(t *testing.T) {
 	if _, err := a.register([]registration{{Ref: ref(1, 2), replaces: ref(1, 1).RecordID}}); err != nil {
 		t.Fatal(err)
 	}
-	send := func(ctx context.Context, node, path string, body []byte) ([]byte, error) {
-		if path == registerPath && body[4] == kindReplace {
-			return nil, fmt.Errorf("%w: 400 dedup: body of kind 'x', want 'r'", ErrRefused)
-		}
-		return net.send(ctx, node, path, body)
-	}
-	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: a, Send: send})
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: a, Send: net.refusingReplacements})
 	moved, err := c.HandOver(context.Background(), to("b"))
 	if err != nil || moved != 1 {
 		t.Errorf("HandOver = %d, %v; want 1 moved and no error", moved, err)

@@ -120,6 +120,15 @@ type registration struct {
 	replaces string
 }
 
+// plain returns refs as registrations that replace nothing.
+func plain(refs []Ref) []registration {
+	regs := make([]registration, len(refs))
+	for i, ref := range refs {
+		regs[i].Ref = ref
+	}
+	return regs
+}
+
 func (r registration) check() error {
 	if err := r.Ref.check(); err != nil {
 		return err

@@ -2,16 +2,13 @@ package dedup
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -81,11 +78,7 @@ func dupBefore(digests []string, i int) bool {
 // valid (an empty field, a field over its Max…Bytes, a time outside
 // 1970–2262) fails the whole call, and nothing is registered.
 func (r *Registry) Register(refs []Ref) (added int, err error) {
-	regs := make([]registration, len(refs))
-	for i, ref := range refs {
-		regs[i].Ref = ref
-	}
-	return r.register(regs)
+	return r.register(plain(refs))
 }
 
 // register is Register for registrations, of which those that replace an
@@ -187,9 +180,7 @@ func (r *Registry) remove(entries []entry) (int, error) {
 	if len(entries) == 0 {
 		return 0, nil
 	}
-	// In key order, with one iterator: a Get each would cost an iterator
-	// each.
-	entries = slices.SortedFunc(slices.Values(entries), func(a, b entry) int { return strings.Compare(a.digest, b.digest) })
+	// One iterator for all: a Get each would cost an iterator each.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: []byte(keyPrefix), UpperBound: prefixEnd(keyPrefix)})
@@ -255,9 +246,7 @@ func encodeEntry(reg registration) []byte {
 	} else {
 		b = append(b, entryReplacing)
 	}
-	b = appendString(b, reg.URL)
-	b = binary.AppendVarint(b, reg.Time.UnixNano())
-	b = appendString(b, reg.RecordID)
+	b = appendRefFields(b, reg.Ref)
 	if reg.replaces != "" {
 		b = appendString(b, reg.replaces)
 	}
@@ -273,16 +262,8 @@ func decodeEntry(digest string, v []byte) (registration, error) {
 	}
 	r := reader{b: v[1:]}
 	reg := registration{Ref: Ref{Digest: digest}}
-	var err error
-	if reg.URL, err = r.string("URL", MaxURLBytes); err != nil {
-		return bad(err)
-	}
-	ns, err := r.varint()
+	err := r.refFields(&reg.Ref)
 	if err != nil {
-		return bad(err)
-	}
-	reg.Time = time.Unix(0, ns).UTC()
-	if reg.RecordID, err = r.string("record ID", MaxRecordIDBytes); err != nil {
 		return bad(err)
 	}
 	if v[0] == entryReplacing {

@@ -132,7 +132,12 @@ func encodeEntries(kind byte, n int, size func(int) int, appendEntry func([]byte
 }
 
 func appendRef(b []byte, r Ref) []byte {
-	b = appendString(b, r.Digest)
+	return appendRefFields(appendString(b, r.Digest), r)
+}
+
+// appendRefFields appends what follows the digest in a ref: the URL, the
+// time and the record ID (a registry entry is keyed by the digest).
+func appendRefFields(b []byte, r Ref) []byte {
 	b = appendString(b, r.URL)
 	b = binary.AppendVarint(b, r.Time.UnixNano())
 	return appendString(b, r.RecordID)
@@ -163,21 +168,28 @@ func (r *reader) ref() (Ref, error) {
 	if ref.Digest, err = r.string("digest", MaxDigestBytes); err != nil {
 		return Ref{}, err
 	}
-	if ref.URL, err = r.string("URL", MaxURLBytes); err != nil {
-		return Ref{}, err
-	}
-	ns, err := r.varint()
-	if err != nil {
-		return Ref{}, err
-	}
-	ref.Time = time.Unix(0, ns).UTC()
-	if ref.RecordID, err = r.string("record ID", MaxRecordIDBytes); err != nil {
+	if err := r.refFields(&ref); err != nil {
 		return Ref{}, err
 	}
 	if err := ref.check(); err != nil {
 		return Ref{}, err
 	}
 	return ref, nil
+}
+
+// refFields reads what appendRefFields wrote into ref, unchecked.
+func (r *reader) refFields(ref *Ref) error {
+	var err error
+	if ref.URL, err = r.string("URL", MaxURLBytes); err != nil {
+		return err
+	}
+	ns, err := r.varint()
+	if err != nil {
+		return err
+	}
+	ref.Time = time.Unix(0, ns).UTC()
+	ref.RecordID, err = r.string("record ID", MaxRecordIDBytes)
+	return err
 }
 
 // registrationSize is the most bytes r takes in a body.
@@ -205,11 +217,7 @@ func decodeRegistrations(body []byte) ([]registration, error) {
 		if err != nil {
 			return nil, err
 		}
-		regs := make([]registration, len(refs))
-		for i, ref := range refs {
-			regs[i].Ref = ref
-		}
-		return regs, nil
+		return plain(refs), nil
 	}
 	// The smallest: a ref (7 bytes) and a 1-byte record ID with its length.
 	r, n, err := openEntries(body, kindReplace, 9)

@@ -150,24 +150,32 @@ type registryPasses struct {
 // Until an entry arrives, a lookup of it misses, which costs a duplicate,
 // never data.
 func (n *Node) handOverRegistry(ctx context.Context, ringChanged bool) {
-	moved, err := n.dedup.HandOver(ctx, n.digestOwner)
-	n.registryPasses.mu.Lock()
+	err := n.moveRegistry(ctx, n.digestOwner)
+	p := &n.registryPasses
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch {
 	case ringChanged:
-		n.registryPasses.left = registryRechecks
+		p.left = registryRechecks
 	case err == nil:
-		n.registryPasses.left = max(n.registryPasses.left-1, 0)
+		p.left = max(p.left-1, 0)
+	default:
+		p.left = max(p.left, 1) // a failed pass does not count
 	}
-	if err != nil {
-		n.registryPasses.left = max(n.registryPasses.left, 1)
-	}
-	n.registryPasses.mu.Unlock()
+}
+
+// moveRegistry runs one hand-over of the content-seen registry to the
+// digests' owners as owner names them, logs what it did, and returns its
+// error: what does not arrive costs a duplicate later, never data.
+func (n *Node) moveRegistry(ctx context.Context, owner func(digest string) (string, bool)) error {
+	moved, err := n.dedup.HandOver(ctx, owner)
 	if moved > 0 {
 		n.log.Info("node: handed content-seen registry entries to their new owners", "entries", moved)
 	}
 	if err != nil && ctx.Err() == nil {
 		n.log.Warn("node: handing the content-seen registry over", "moved", moved, "err", err)
 	}
+	return err
 }
 
 // registryPassWanted reports whether an anti-entropy round should hand

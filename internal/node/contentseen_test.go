@@ -317,9 +317,7 @@ func TestLostPayloadIsStoredAgain(t *testing.T) {
 		t.Fatalf("want the script stored once first, have %+v", v)
 	}
 	h := v[0].node
-	for nodes[h].dedup.Stats().Queued > 0 { // registered with the digest's owner
-		waitQuiet(t, nodes...)
-	}
+	waitRegistered(t, nodes[h]) // with the digest's owner
 	nodes[h].stop(t)
 	if err := os.Remove(filepath.Join(nodes[h].data, "warc", v[0].c.Segment)); err != nil {
 		t.Fatal(err)
@@ -348,11 +346,7 @@ func TestLostPayloadIsStoredAgain(t *testing.T) {
 	}
 	// The new copy took the lost one's place in the registry: the other
 	// sites point at it instead of storing the script once each.
-	for _, n := range nodes {
-		for n.dedup.Stats().Queued > 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitRegistered(t, nodes...)
 	if _, err := Submit(ctx, nodes[0].data, seeds); err != nil {
 		t.Fatal(err)
 	}
@@ -403,9 +397,7 @@ func TestRegistryMovesToANewOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitQuiet(t, nodes...)
-	for nodes[0].dedup.Stats().Queued > 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitRegistered(t, nodes[0])
 	// The payloads archived, and the response records that stored each.
 	stored := map[string]map[string]bool{}
 	err := nodes[0].LocalCaptures(ctx, func(c index.Capture) bool {
@@ -489,6 +481,21 @@ func TestRegistryMovesToANewOwner(t *testing.T) {
 		ref, ok, err := nodes[0].contentSeen.Lookup(ctx, d)
 		if err != nil || !ok || !stored[d][ref.RecordID] {
 			t.Errorf("n1 asking n2 about %s: %+v, %v, %v", d, ref, ok, err)
+		}
+	}
+}
+
+// waitRegistered waits until the nodes' content-seen registrations have
+// all reached their digests' owners.
+func waitRegistered(t *testing.T, nodes ...*testNode) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for _, n := range nodes {
+		for n.dedup.Stats().Queued > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d content-seen registrations still queued after a minute", n.name, n.dedup.Stats().Queued)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }

@@ -83,18 +83,13 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 
 	// The content-seen registry to the digests' owners without this node,
-	// now and once more before it stops. What does not arrive costs
-	// duplicates later, not data: it does not hold the leave up.
-	handRegistryOver := func() {
-		moved, err := n.dedup.HandOver(ctx, func(digest string) (string, bool) {
-			o, ok := rg.Owner(digest)
-			return o.ID, ok
-		})
-		if err != nil && ctx.Err() == nil {
-			n.log.Warn("node: handing the content-seen registry over", "moved", moved, "err", err)
-		}
+	// now and once more before it stops; a failure does not hold the
+	// leave up.
+	ownerAfter := func(digest string) (string, bool) {
+		o, ok := rg.Owner(digest)
+		return o.ID, ok
 	}
-	handRegistryOver()
+	n.moveRegistry(ctx, ownerAfter)
 
 	// 2. Out of the membership; from now on every URL here belongs to
 	// another node, and the crawler hands each over as it leases it.
@@ -116,7 +111,7 @@ func (n *Node) Leave(ctx context.Context) error {
 		}
 	}
 	// Registrations that reached this node while the others still saw it.
-	handRegistryOver()
+	n.moveRegistry(ctx, ownerAfter)
 	n.log.Info("node: left the network; stopping")
 	n.drain.mu.Lock()
 	stop := n.drain.stop

@@ -208,9 +208,7 @@ func TestLeaveHandsOver(t *testing.T) {
 			return true
 		})
 	}
-	for leaving.dedup.Stats().Queued > 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitRegistered(t, leaving)
 	entries, err := leaving.seen.Lookup(digests)
 	if err != nil {
 		t.Fatal(err)
