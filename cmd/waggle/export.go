@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/node"
 	"github.com/waggle-archive/waggle/internal/wacz"
 )
 
@@ -55,12 +58,6 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		sel.To = last.Add(time.Second) // the selection's end is exclusive
 	}
-	db, err := crawl.OpenExistingDB(*data)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-
 	// Write beside the destination and rename at the end, so an interrupted
 	// export leaves no partial WACZ under the name asked for.
 	dir := filepath.Dir(*out)
@@ -71,7 +68,14 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
 	defer tmp.Close()
 	start := time.Now()
-	s, err := wacz.Export(ctx, tmp, wacz.Source{DB: db, WARCDir: filepath.Join(*data, "warc"), TempDir: dir}, sel)
+	// A running node holds the data directory, and knows the network: the
+	// export goes through it and takes in every node's captures.
+	source := "the node running on " + *data + " (the captures of its whole network)"
+	s, err := node.Export(ctx, *data, sel, tmp)
+	if errors.Is(err, node.ErrNotRunning) {
+		source = *data + " (this node's own captures; start the node to export the whole network's)"
+		s, err = exportStopped(ctx, *data, dir, sel, tmp)
+	}
 	if err != nil {
 		return err
 	}
@@ -91,10 +95,25 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := os.Rename(tmp.Name(), *out); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "%d captures (%d pages), %d payload records for their revisits, %d WARC records, %s in %s — %s\n",
-		s.Captures, s.Pages, s.Originals, s.Records, humanBytes(fi.Size()), time.Since(start).Round(time.Millisecond), *out)
+	fmt.Fprintf(stderr, "%d captures (%d pages), %d payload records for their revisits, %d WARC records, %s in %s from %s — %s\n",
+		s.Captures, s.Pages, s.Originals, s.Records, humanBytes(fi.Size()), time.Since(start).Round(time.Millisecond), source, *out)
 	if s.Missing > 0 {
 		fmt.Fprintf(stderr, "warning: %d revisit records refer to payloads that are not in the archive; they will not replay\n", s.Missing)
 	}
+	if s.Unreadable > 0 {
+		return fmt.Errorf("%s is written, but without %d captures whose records could not be read (damaged, or on a node that could not be reached); the first: %s", *out, s.Unreadable, s.FirstError)
+	}
 	return nil
+}
+
+// exportStopped exports from the data directory of a node that is not
+// running: its own captures only.
+func exportStopped(ctx context.Context, data, tempDir string, sel wacz.Selection, w io.Writer) (wacz.Stats, error) {
+	db, err := crawl.OpenExistingDB(data)
+	if err != nil {
+		return wacz.Stats{}, err
+	}
+	defer db.Close()
+	arc := archive.NewLocal(index.New(db), filepath.Join(data, "warc"))
+	return wacz.Export(ctx, w, wacz.Source{Archive: arc, TempDir: tempDir}, sel)
 }

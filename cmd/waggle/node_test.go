@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/waggle-archive/waggle/internal/node"
 	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/wacz"
 	"github.com/waggle-archive/waggle/internal/websim"
 )
 
@@ -86,12 +88,15 @@ func testStableNetwork(t *testing.T, bin string) {
 	}
 	c.checkAPIStatus(nodes)
 	replayed := c.checkReplay(nodes[0], web.Pages())
+	netWACZ := filepath.Join(c.dir, "network.wacz")
+	c.waggle("export", "wacz", "--data", nodes[2].data, "--out", netWACZ)
 	for _, n := range nodes {
 		c.stop(n.proc)
 	}
 
 	holders, got, fetches := c.holdings(nodes)
 	compareCoverage(t, want, got, web.Pages(), capped)
+	c.checkNetworkExport(netWACZ, nodes)
 	if o := overlapOf(fetches); o != 0 {
 		for u, ts := range fetches {
 			if len(ts) > 1 && !strings.HasSuffix(u, "/robots.txt") {
@@ -106,6 +111,74 @@ func testStableNetwork(t *testing.T, bin string) {
 	checkReplayedFromPeer(t, nodes[0], replayed, holders)
 	t.Logf("coverage %d/%d keys, overlap 0, %d captures (%s), %d URLs exchanged",
 		len(want), len(want), total(fetches), capturesPerNode(nodes, holders), sent)
+}
+
+// checkNetworkExport checks a WACZ exported through a running node against
+// the stopped nodes' own archives: it holds every capture of every node,
+// and an export of one stopped node's data directory only that node's.
+func (c *cluster) checkNetworkExport(path string, nodes []*procNode) {
+	c.t.Helper()
+	all := map[string]bool{}
+	for _, n := range nodes {
+		for _, cp := range c.index(n.data) {
+			all[cp.key+" "+cp.ts] = true
+		}
+	}
+	exported := exportedCaptures(c.t, path)
+	for k := range all {
+		if !exported[k] {
+			c.t.Errorf("%s is archived on a node but not in the export through the running node", k)
+		}
+	}
+	for k := range exported {
+		if !all[k] {
+			c.t.Errorf("%s is in the export but archived on no node", k)
+		}
+	}
+	ownWACZ := filepath.Join(c.dir, nodes[2].name+".wacz")
+	c.waggle("export", "wacz", "--data", nodes[2].data, "--out", ownWACZ)
+	own := exportedCaptures(c.t, ownWACZ)
+	held := map[string]bool{}
+	for _, cp := range c.index(nodes[2].data) {
+		held[cp.key+" "+cp.ts] = true
+	}
+	if !maps.Equal(own, held) || len(own) >= len(all) {
+		c.t.Errorf("the export of %s's stopped data directory holds %d captures; it holds %d, the network %d", nodes[2].name, len(own), len(held), len(all))
+	}
+	c.t.Logf("export through a running node: %d captures, all the network's; of a stopped node: %d", len(exported), len(own))
+}
+
+// exportedCaptures verifies a WACZ and returns the "key timestamp" of each
+// line of its index.
+func exportedCaptures(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	r, err := wacz.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := r.Open("indexes/index.cdxj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	caps := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), " ", 3)
+		if len(parts) != 3 {
+			t.Fatalf("bad CDXJ line %q", sc.Text())
+		}
+		caps[parts[0]+" "+parts[1]] = true
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return caps
 }
 
 // compareCoverage checks that the network archived what one node archives

@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
@@ -52,53 +52,91 @@ type Archive interface {
 type Local struct {
 	idx *index.Index
 	dir string
+	// scans holds *warc.MemberReader: a gzip decoder costs more to make
+	// than to read the headers of a capture's companions with.
+	scans sync.Pool
 }
 
-// Companions returns where the records written with capture c lie — its
-// request and metadata records: the members right after it in its segment
-// whose records are concurrent to it (at most a few, each small).
-func (l *Local) Companions(c index.Capture) ([]warc.Location, error) {
-	if !warc.ValidSegmentName(c.Segment) {
-		return nil, fmt.Errorf("archive: segment %.100q", c.Segment)
+// CompanionLocations returns where the records written with capture c lie —
+// its request and metadata records: the members right after it in its
+// segment whose records are concurrent to it (at most a few, each small).
+func (l *Local) CompanionLocations(c index.Capture) ([]warc.Location, error) {
+	f, size, err := l.openSegment(c.Segment)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return l.companionsIn(f, size, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length}, c.RecordID)
+}
+
+// Companions returns the records written with capture c, as the gzip
+// members they are: those CompanionLocations finds.
+func (l *Local) Companions(_ context.Context, c index.Capture) ([][]byte, error) {
+	f, size, err := l.openSegment(c.Segment)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	locs, err := l.companionsIn(f, size, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length}, c.RecordID)
+	if err != nil {
+		return nil, err
+	}
+	return readMembers(f, locs)
+}
+
+// Warcinfo returns the warcinfo record that starts capture c's segment,
+// as its gzip member, or nil when the segment starts with another record.
+func (l *Local) Warcinfo(_ context.Context, c index.Capture) ([]byte, error) {
+	f, size, err := l.openSegment(c.Segment)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	loc, err := l.warcinfoIn(f, size, c.Segment)
+	if err != nil || loc.Length == 0 {
+		return nil, err
+	}
+	members, err := readMembers(f, []warc.Location{loc})
+	if err != nil {
+		return nil, err
+	}
+	return members[0], nil
+}
+
+// readMembers reads the gzip members at locs of f.
+func readMembers(f io.ReaderAt, locs []warc.Location) ([][]byte, error) {
+	members := make([][]byte, 0, len(locs))
+	for _, loc := range locs {
+		b := make([]byte, loc.Length)
+		if _, err := f.ReadAt(b, loc.Offset); err != nil {
+			return nil, fmt.Errorf("archive: %s at %d: %w", loc.Segment, loc.Offset, err)
+		}
+		members = append(members, b)
+	}
+	return members, nil
+}
+
+// openSegment opens one of l's segments by base name, and never a file
+// outside its directory.
+func (l *Local) openSegment(seg string) (*os.File, int64, error) {
+	if !warc.ValidSegmentName(seg) {
+		return nil, 0, fmt.Errorf("archive: segment %.100q", seg)
 	}
 	root, err := os.OpenRoot(l.dir)
 	if err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
+		return nil, 0, fmt.Errorf("archive: %w", err)
 	}
 	defer root.Close()
-	f, err := root.Open(c.Segment)
+	f, err := root.Open(seg)
 	if err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
+		return nil, 0, fmt.Errorf("archive: %w", err)
 	}
-	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
+		f.Close()
+		return nil, 0, fmt.Errorf("archive: %w", err)
 	}
-	return companionsIn(f, fi.Size(), warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length}, c.RecordID)
-}
-
-// companionsIn finds the companions of the record at loc, whose ID is id,
-// in f, its segment of size bytes.
-func companionsIn(f io.ReaderAt, size int64, loc warc.Location, id string) ([]warc.Location, error) {
-	start := loc.Offset + loc.Length
-	if start > size {
-		return nil, fmt.Errorf("archive: record at %d+%d runs past the end of %s", loc.Offset, loc.Length, loc.Segment)
-	}
-	rd, err := warc.NewReader(io.NewSectionReader(f, start, size-start))
-	if err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
-	}
-	rd.MaxBlock = maxCompanionBlock
-	var locs []warc.Location
-	for len(locs) < maxCompanions {
-		rec, l, err := rd.Next()
-		if err != nil || l.Length == 0 || rec.Header.Get("WARC-Concurrent-To") != id {
-			break // the end, a record of another capture, or one too large to be a companion
-		}
-		locs = append(locs, warc.Location{Segment: loc.Segment, Offset: start + l.Offset, Length: l.Length})
-	}
-	return locs, nil
+	return f, fi.Size(), nil
 }
 
 // NewLocal returns the archive of idx, whose segments are in warcDir.
@@ -133,13 +171,13 @@ func (l *Local) Record(_ context.Context, c index.Capture) (*warc.Record, error)
 
 // Member returns the gzip member holding a capture's record, as written,
 // after checking that it reads back as the capture's record.
-func (l *Local) Member(c index.Capture) ([]byte, error) {
+func (l *Local) Member(_ context.Context, c index.Capture) ([]byte, error) {
 	if c.Length <= 0 || c.Offset < 0 {
 		return nil, fmt.Errorf("archive: record of %.200q: no location", c.URLKey)
 	}
-	f, err := os.Open(filepath.Join(l.dir, filepath.Base(c.Segment)))
+	f, _, err := l.openSegment(c.Segment)
 	if err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	b := make([]byte, c.Length)

@@ -30,6 +30,8 @@ const (
 	// companionsPath answers the records written with a capture's: its
 	// request and metadata records, which follow it in its segment.
 	companionsPath = Path + "companions"
+	// warcinfoPath answers the warcinfo record a segment starts with.
+	warcinfoPath = Path + "warcinfo"
 
 	// MaxRecordBytes bounds the length of a record (its gzip member) one
 	// node reads from another.
@@ -52,6 +54,7 @@ const (
 //	GET /v1/archive/digest?d=
 //	GET /v1/archive/record?segment=&offset=&length=
 //	GET /v1/archive/companions?segment=&offset=&length=&id=
+//	GET /v1/archive/warcinfo?segment=
 //	GET /v1/archive/summary
 //
 // range streams the captures of a key range, or of one key within a time
@@ -62,6 +65,8 @@ const (
 // WARC segment in l's directory; companions answers the members right after
 // the record at segment, offset and length whose records are concurrent to
 // it (WARC-Concurrent-To: id), as frames: uvarint length, then the bytes;
+// warcinfo answers the warcinfo record segment starts with, as one such
+// frame, or none when it starts with another record;
 // summary answers, in JSON, the Summary of the sites owns accepts (all of
 // l's when owns is nil): the part of the network's summary this node
 // counts.
@@ -81,6 +86,8 @@ func Handler(l *Local, owns func(site string) bool) http.Handler {
 			serve = serveRecord
 		case companionsPath:
 			serve = serveCompanions
+		case warcinfoPath:
+			serve = serveWarcinfo
 		case summaryPath:
 			serve = func(l *Local, w http.ResponseWriter, r *http.Request, _ url.Values) { serveSummary(l, owns, w, r) }
 		default:
@@ -378,18 +385,47 @@ func serveCompanions(l *Local, w http.ResponseWriter, r *http.Request, v url.Val
 		return
 	}
 	defer f.Close()
-	locs, err := companionsIn(f, size, warc.Location{Segment: seg, Offset: off, Length: length}, id)
+	locs, err := l.companionsIn(f, size, warc.Location{Segment: seg, Offset: off, Length: length}, id)
 	if err != nil {
 		http.Error(w, "archive: companions: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
+	writeFrames(w, "companions", f, locs)
+}
+
+func serveWarcinfo(l *Local, w http.ResponseWriter, r *http.Request, v url.Values) {
+	seg := v.Get("segment")
+	if len(v) != 1 || len(v["segment"]) != 1 || !warc.ValidSegmentName(seg) {
+		http.Error(w, "archive: warcinfo: want one parameter, segment, the base name of a .warc.gz file", http.StatusBadRequest)
+		return
+	}
+	f, size, ok := openSegment(l, w, "warcinfo", seg, 0, 1)
+	if !ok {
+		return
+	}
+	defer f.Close()
+	loc, err := l.warcinfoIn(f, size, seg)
+	if err != nil {
+		http.Error(w, "archive: warcinfo: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	var locs []warc.Location
+	if loc.Length > 0 {
+		locs = append(locs, loc)
+	}
+	writeFrames(w, "warcinfo", f, locs)
+}
+
+// writeFrames answers the members at locs of f as frames: uvarint length,
+// then the bytes.
+func writeFrames(w http.ResponseWriter, what string, f io.ReaderAt, locs []warc.Location) {
+	members, err := readMembers(f, locs)
+	if err != nil {
+		http.Error(w, "archive: "+what+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	var body []byte
-	for _, loc := range locs {
-		b := make([]byte, loc.Length)
-		if _, err := f.ReadAt(b, loc.Offset); err != nil {
-			http.Error(w, "archive: companions: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
+	for _, b := range members {
 		body = binary.AppendUvarint(body, uint64(len(b)))
 		body = append(body, b...)
 	}

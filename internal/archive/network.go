@@ -269,7 +269,7 @@ func (n *Network) Record(ctx context.Context, c index.Capture) (*warc.Record, er
 // copies to repair or complete its own archive.
 func (n *Network) Member(ctx context.Context, c index.Capture) ([]byte, error) {
 	if c.Node == "" || c.Node == n.self {
-		return n.local.Member(c)
+		return n.local.Member(ctx, c)
 	}
 	b, _, err := n.fetch(ctx, c)
 	return b, err
@@ -326,43 +326,83 @@ func (n *Network) fetch(ctx context.Context, c index.Capture) ([]byte, *warc.Rec
 // written before it, as some tools do) has none.
 func (n *Network) Companions(ctx context.Context, c index.Capture) ([][]byte, error) {
 	if c.Node == "" || c.Node == n.self {
-		return nil, fmt.Errorf("archive: companions of a capture of this node's own")
+		return n.local.Companions(ctx, c)
 	}
-	node, err := n.member(c.Node)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, companionsPath+"?"+url.Values{
+	body, node, err := n.framed(ctx, c.Node, companionsPath, url.Values{
 		"segment": {c.Segment},
 		"offset":  {strconv.FormatInt(c.Offset, 10)},
 		"length":  {strconv.FormatInt(c.Length, 10)},
 		"id":      {c.RecordID},
-	}.Encode(), nil)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
-	}
-	resp, err := n.client.Do(ctx, node.Addr, node.ID, req)
-	if err != nil {
-		return nil, n.failed(ctx, node.ID, err)
-	}
-	defer resp.Body.Close()
-	if err := answerOK(resp, companionsContentType); err != nil {
-		return nil, fmt.Errorf("archive: companions from %.16s: %w", node.ID, err)
-	}
-	const most = maxCompanions * (maxCompanionBlock + 64<<10)
-	body, err := io.ReadAll(io.LimitReader(resp.Body, most+1))
-	if err != nil {
-		return nil, n.failed(ctx, node.ID, err)
+		return nil, err
 	}
 	members, err := decodeCompanions(body, c.RecordID)
 	if err != nil {
-		return nil, fmt.Errorf("archive: companions of %s from %.16s: %w", c.RecordID, node.ID, err)
+		return nil, fmt.Errorf("archive: companions of %s from %.16s: %w", c.RecordID, node, err)
 	}
 	return members, nil
 }
 
+// Warcinfo returns the warcinfo record starting the segment capture c is
+// in, on the node c came from, as its gzip member — checked to be one whole
+// warcinfo record whose block digest verifies — or nil when the segment
+// starts with another record.
+func (n *Network) Warcinfo(ctx context.Context, c index.Capture) ([]byte, error) {
+	if c.Node == "" || c.Node == n.self {
+		return n.local.Warcinfo(ctx, c)
+	}
+	body, node, err := n.framed(ctx, c.Node, warcinfoPath, url.Values{"segment": {c.Segment}})
+	if err != nil {
+		return nil, err
+	}
+	member, err := decodeWarcinfo(body)
+	if err != nil {
+		return nil, fmt.Errorf("archive: warcinfo of %s from %.16s: %w", c.Segment, node, err)
+	}
+	return member, nil
+}
+
+// framed asks the node with this ID for gzip members (companions or a
+// warcinfo record) and returns the answer's body, which is small.
+func (n *Network) framed(ctx context.Context, id, path string, params url.Values) ([]byte, string, error) {
+	node, err := n.member(id)
+	if err != nil {
+		return nil, id, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path+"?"+params.Encode(), nil)
+	if err != nil {
+		return nil, id, fmt.Errorf("archive: %w", err)
+	}
+	resp, err := n.client.Do(ctx, node.Addr, node.ID, req)
+	if err != nil {
+		return nil, id, n.failed(ctx, node.ID, err)
+	}
+	defer resp.Body.Close()
+	if err := answerOK(resp, companionsContentType); err != nil {
+		return nil, id, fmt.Errorf("archive: %s from %.16s: %w", path, node.ID, err)
+	}
+	const most = maxCompanions * (maxCompanionBlock + 64<<10)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, most+1))
+	if err != nil {
+		return nil, id, n.failed(ctx, node.ID, err)
+	}
+	return body, id, nil
+}
+
 // decodeCompanions reads a companions answer and checks each member.
 func decodeCompanions(body []byte, id string) ([][]byte, error) {
+	return decodeFrames(body, func(rec *warc.Record) error {
+		if rec.Header.Get("WARC-Concurrent-To") != id {
+			return fmt.Errorf("record %.100s is not concurrent to %s", rec.ID(), id)
+		}
+		return nil
+	})
+}
+
+// decodeFrames reads an answer of framed gzip members, each checked to be
+// one whole record whose block digest verifies and that check accepts.
+func decodeFrames(body []byte, check func(*warc.Record) error) ([][]byte, error) {
 	var members [][]byte
 	for len(body) > 0 {
 		if len(members) == maxCompanions {
@@ -378,12 +418,32 @@ func decodeCompanions(body []byte, id string) ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if rec.Header.Get("WARC-Concurrent-To") != id {
-			return nil, fmt.Errorf("record %.100s is not concurrent to %s", rec.ID(), id)
+		if err := check(rec); err != nil {
+			return nil, err
 		}
 		members = append(members, raw)
 	}
 	return members, nil
+}
+
+// decodeWarcinfo reads a warcinfo answer: no frame, or one holding a
+// warcinfo record.
+func decodeWarcinfo(body []byte) ([]byte, error) {
+	members, err := decodeFrames(body, func(rec *warc.Record) error {
+		if rec.Type() != warc.TypeWarcinfo {
+			return fmt.Errorf("record %.100s is a %.30s record, not a warcinfo record", rec.ID(), rec.Type())
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case len(members) > 1:
+		return nil, errors.New("more than one record")
+	case len(members) == 0:
+		return nil, nil
+	}
+	return members[0], nil
 }
 
 // parseMember checks that raw is the gzip member of capture c — exactly

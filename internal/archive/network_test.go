@@ -344,9 +344,18 @@ func TestCapturesFromOwner(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Member(%s %s): %v", c.URLKey, c.Timestamp14(), err)
 			}
-			ownMember, err := owner.local.Member(c)
+			ownMember, err := owner.local.Member(ctx, c)
 			if err != nil || !bytes.Equal(m, ownMember) {
 				t.Errorf("Member(%s): %d bytes differ from the owner's %d (%v)", c.URLKey, len(m), len(ownMember), err)
+			}
+			// So does the warcinfo record its segment starts with.
+			info, err := cl.net.Warcinfo(ctx, c)
+			if err != nil {
+				t.Fatalf("Warcinfo(%s): %v", c.Segment, err)
+			}
+			ownInfo, err := owner.local.Warcinfo(ctx, c)
+			if err != nil || len(ownInfo) == 0 || !bytes.Equal(info, ownInfo) {
+				t.Errorf("Warcinfo(%s): %d bytes, the owner's %d (%v)", c.Segment, len(info), len(ownInfo), err)
 			}
 		}
 		// ByDigest asks the node the capture came from.
@@ -371,9 +380,9 @@ func TestCapturesFromOwner(t *testing.T) {
 	if _, err := cl.net.Record(ctx, got[0]); err != nil {
 		t.Errorf("Record of an own capture: %v", err)
 	}
-	if n := cl.nodes[1].calls.Load() + cl.nodes[2].calls.Load(); n != 2*9 {
-		// Per URL: Captures twice, CapturesBetween, Record, Member and ByDigest twice each.
-		t.Errorf("%d peer requests, want %d", n, 2*9)
+	if n := cl.nodes[1].calls.Load() + cl.nodes[2].calls.Load(); n != 2*11 {
+		// Per URL: Captures twice, CapturesBetween, Record, Member, Warcinfo and ByDigest twice each.
+		t.Errorf("%d peer requests, want %d", n, 2*11)
 	}
 }
 
@@ -605,6 +614,12 @@ func TestHandlerRequests(t *testing.T) {
 		{rangePath + "?lo=a&lo=b", http.StatusBadRequest},
 		{rangePath + "?lo=%zz", http.StatusBadRequest},
 		{digestPath, http.StatusBadRequest},
+		{warcinfoPath, http.StatusBadRequest},
+		{warcinfoPath + "?segment=../db/MANIFEST.warc.gz", http.StatusBadRequest},
+		{warcinfoPath + "?segment=" + c.Segment + "&segment=" + c.Segment, http.StatusBadRequest},
+		{warcinfoPath + "?segment=" + c.Segment + "&offset=0", http.StatusBadRequest},
+		{warcinfoPath + "?segment=waggle-19990101000000-00099.warc.gz", http.StatusNotFound},
+		{warcinfoPath + "?segment=link.warc.gz", http.StatusNotFound},
 		{Path + "nothing", http.StatusNotFound},
 	} {
 		if status, body := get(t, cl.client, n, tc.path); status != tc.want {

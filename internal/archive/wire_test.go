@@ -205,3 +205,56 @@ func FuzzDecodeCompanions(f *testing.F) {
 		}
 	})
 }
+
+// A warcinfo answer from a peer holds one warcinfo record or none; any other
+// record, or more than one, is refused.
+func TestDecodeWarcinfo(t *testing.T) {
+	dir := t.TempDir()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{Prefix: "info"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := w.Write(warc.NewRequest("http://example.com/", time.Unix(1700000000, 0), []byte("GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg, err := os.ReadFile(filepath.Join(dir, loc.Segment))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := (&Local{}).warcinfoIn(bytes.NewReader(seg), int64(len(seg)), loc.Segment)
+	if err != nil || at.Length == 0 || at.Length != loc.Offset {
+		t.Fatalf("warcinfo of a segment whose first record is at %d: %+v, %v", loc.Offset, at, err)
+	}
+	frame := func(members ...[]byte) []byte {
+		var b []byte
+		for _, m := range members {
+			b = binary.AppendUvarint(b, uint64(len(m)))
+			b = append(b, m...)
+		}
+		return b
+	}
+	info, request := seg[:at.Length], seg[loc.Offset:loc.Offset+loc.Length]
+	if got, err := decodeWarcinfo(frame(info)); err != nil || !bytes.Equal(got, info) {
+		t.Errorf("a warcinfo answer: %d bytes, %v", len(got), err)
+	}
+	if got, err := decodeWarcinfo(nil); err != nil || got != nil {
+		t.Errorf("an empty answer: %d bytes, %v", len(got), err)
+	}
+	for name, body := range map[string][]byte{
+		"a request record": frame(request),
+		"two records":      frame(info, info),
+		"a cut record":     frame(info[:len(info)-4]),
+	} {
+		if _, err := decodeWarcinfo(body); err == nil {
+			t.Errorf("%s was accepted as a warcinfo answer", name)
+		}
+	}
+	// The segment with its warcinfo record cut away starts with the request.
+	if at, err := (&Local{}).warcinfoIn(bytes.NewReader(seg[loc.Offset:]), loc.Length, loc.Segment); err != nil || at.Length != 0 {
+		t.Errorf("warcinfo of a segment starting with a request: %+v, %v", at, err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/membership"
 	"github.com/waggle-archive/waggle/internal/node"
+	"github.com/waggle-archive/waggle/internal/wacz"
 	"github.com/waggle-archive/waggle/internal/websim"
 )
 
@@ -38,6 +39,11 @@ type ClusterRun struct {
 	Exchanged int64         // URLs sent from node to node
 	WireBytes int64         // their compressed batches
 	TextBytes int64         // the URLs' own length
+	// The whole archive exported as a WACZ through the first node, each
+	// record read from the node holding it.
+	Exported    int   // captures in the WACZ
+	ExportBytes int64 // its size
+	ExportWall  time.Duration
 }
 
 func (r ClusterRun) String() string {
@@ -49,9 +55,12 @@ func (r ClusterRun) String() string {
 	if r.Captures > 0 {
 		ratio = float64(r.Exchanged) / float64(r.Captures)
 	}
-	return fmt.Sprintf("%d node(s): %7d captures %7.2fs wall %8.1f pages/s %7.0fµs CPU/page  exchanged %6d URLs (%.2f per page) %5.1f B/URL on the wire vs %5.1f B of URL",
+	return fmt.Sprintf("%d node(s): %7d captures %7.2fs wall %8.1f pages/s %7.0fµs CPU/page  exchanged %6d URLs (%.2f per page) %5.1f B/URL on the wire vs %5.1f B of URL\n"+
+		"            export through n1: %d captures, %.1f MB in %.2fs (%.0f captures/s, %.1f MB/s)",
 		r.Nodes, r.Captures, r.Wall.Seconds(), float64(r.Captures)/r.Wall.Seconds(),
-		float64(r.CPU.Microseconds())/float64(max(r.Captures, 1)), r.Exchanged, ratio, perURL, text)
+		float64(r.CPU.Microseconds())/float64(max(r.Captures, 1)), r.Exchanged, ratio, perURL, text,
+		r.Exported, float64(r.ExportBytes)/1e6, r.ExportWall.Seconds(),
+		float64(r.Exported)/r.ExportWall.Seconds(), float64(r.ExportBytes)/1e6/r.ExportWall.Seconds())
 }
 
 // Cluster crawls the same synthetic web with local networks of each size
@@ -168,7 +177,22 @@ func clusterRun(ctx context.Context, opts ClusterOptions, size int, proxy string
 		r.WireBytes += e.WireBytes
 		r.TextBytes += e.TextBytes
 	}
+	var out countingWriter
+	exportStart := time.Now()
+	es, err := node.Export(ctx, filepath.Join(dir, "n1"), wacz.Selection{}, &out)
+	if err != nil {
+		return r, fmt.Errorf("bench: export: %w", err)
+	}
+	r.Exported, r.ExportBytes, r.ExportWall = es.Captures, out.n, time.Since(exportStart)
 	return r, nil
+}
+
+// countingWriter counts and discards what is written.
+type countingWriter struct{ n int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return len(p), nil
 }
 
 // cpuTime is this process's user and system CPU time so far.

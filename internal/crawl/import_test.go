@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/simhash"
 	"github.com/waggle-archive/waggle/internal/wacz"
@@ -249,7 +250,7 @@ func exportWACZ(t *testing.T, data string, sel wacz.Selection) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := wacz.Export(context.Background(), f, wacz.Source{DB: db, WARCDir: filepath.Join(data, "warc")}, sel); err != nil {
+	if _, err := wacz.Export(context.Background(), f, wacz.Source{Archive: archive.NewLocal(index.New(db), filepath.Join(data, "warc"))}, sel); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -104,6 +104,7 @@ func (a *adminServer) serve(ctx context.Context, n *Node) error {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.Status(r.Context()))
 	})
+	mux.HandleFunc("GET "+exportPath, n.serveExport)
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

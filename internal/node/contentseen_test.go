@@ -22,6 +22,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/schedule"
 	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/wacz"
 	"github.com/waggle-archive/waggle/internal/warc"
 	"github.com/waggle-archive/waggle/internal/websim"
 )
@@ -149,6 +150,79 @@ func TestContentSeenAcrossNodes(t *testing.T) {
 		} else if !bytes.Equal(body, want) {
 			t.Errorf("%s replays %s as %d bytes, another capture of the payload as %d", n.name, v.c.URL, len(body), len(want))
 		}
+	}
+
+	// An export through a node holds a revisit's original wherever it lives;
+	// one of the node's own archive cannot.
+	var cross held
+	for _, v := range vendor {
+		if rec, err := byName[v.node].local.Record(ctx, v.c); err == nil && v.c.Type == warc.TypeRevisit {
+			if orig := byRecord[rec.Header.Get("WARC-Refers-To")]; orig.node != v.node {
+				cross = v
+				break
+			}
+		}
+	}
+	if cross.node == "" {
+		t.Fatal("no revisit points at another node's capture")
+	}
+	sel := wacz.Selection{Host: urlkey.Host(cross.c.URL)}
+	var buf bytes.Buffer
+	es, err := Export(ctx, nodes[0].data, sel, &buf)
+	if err != nil {
+		t.Fatalf("export of %s through %s: %v", sel.Host, nodes[0].name, err)
+	}
+	records := exportedRecords(t, buf.Bytes())
+	rec, err := byName[cross.node].local.Record(ctx, cross.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	original := rec.Header.Get("WARC-Refers-To")
+	if es.Missing != 0 || es.Unreadable != 0 || es.Originals == 0 ||
+		records[cross.c.RecordID] != warc.TypeRevisit || records[original] != warc.TypeResponse {
+		t.Errorf("export of %s through %s: %+v; the revisit %s is a %q record in it, its original %s on %s a %q record",
+			sel.Host, nodes[0].name, es, cross.c.RecordID, records[cross.c.RecordID], original, byRecord[original].node, records[original])
+	}
+	own, err := wacz.Export(ctx, io.Discard, wacz.Source{Archive: byName[cross.node].local, TempDir: t.TempDir()}, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.Missing == 0 || own.Captures != es.Captures {
+		t.Errorf("export of %s from %s's own archive: %+v; through the network: %+v", sel.Host, cross.node, own, es)
+	}
+	t.Logf("export of %s: %+v through the network, %+v from %s alone", sel.Host, es, own, cross.node)
+}
+
+// exportedRecords verifies a WACZ and returns the type of each WARC record
+// in it, by record ID.
+func exportedRecords(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	zr, err := wacz.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := zr.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := zr.Open("archive/data.warc.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd, err := warc.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]string{}
+	for {
+		rec, _, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return types
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		types[rec.ID()] = rec.Type()
 	}
 }
 

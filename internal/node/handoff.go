@@ -81,7 +81,7 @@ func (n *Node) pushLocal(ctx context.Context, targets func(index.Capture) []stri
 			records := []warc.Location{{Segment: c.Segment, Offset: c.Offset, Length: c.Length}}
 			// The copies are the owner's record for record; a capture
 			// whose companions cannot be read still goes.
-			if more, err := n.local.Companions(c); err == nil {
+			if more, err := n.local.CompanionLocations(c); err == nil {
 				records = append(records, more...)
 			} else {
 				n.log.Debug("node: push: the capture's request and metadata records", "url", c.URL, "err", err)
@@ -205,7 +205,7 @@ func (n *Node) release(ctx context.Context) error {
 			confirmed = append(confirmed, c)
 			// Without them the capture still goes; its request and
 			// metadata records are only not counted as dead bytes.
-			more, _ := n.local.Companions(c)
+			more, _ := n.local.CompanionLocations(c)
 			companions = append(companions, more)
 		}
 	}

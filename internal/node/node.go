@@ -43,6 +43,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/peer"
 	"github.com/waggle-archive/waggle/internal/replay"
 	"github.com/waggle-archive/waggle/internal/replicate"
+	"github.com/waggle-archive/waggle/internal/wacz"
 )
 
 // Config configures a node. Crawl.Data is its data directory; the other
@@ -106,7 +107,7 @@ type Node struct {
 	db    *pebble.DB
 	crawl *crawl.Crawler
 	local *archive.Local
-	arc   archive.Archive
+	arc   wacz.Archive // this node's archive, or the network's when it is in one
 	start time.Time
 
 	// Listeners, opened by Open so that their addresses are known at once.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
@@ -154,7 +155,10 @@ func (s *Server) loadDepth(ctx context.Context, c index.Capture, depth int) (*re
 }
 
 func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Record) (*response, error) {
-	orig, err := s.original(ctx, c, rec)
+	orig, err := archive.Original(ctx, s.arc, c, rec.Header)
+	if errors.Is(err, archive.ErrNoOriginal) {
+		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -236,81 +240,6 @@ func (s *Server) ownPrevious(ctx context.Context, c index.Capture) (*response, b
 		return nil, false
 	}
 	return r, true
-}
-
-// original finds the capture a revisit refers to: the capture of
-// WARC-Refers-To-Target-URI at WARC-Refers-To-Date when given, else the
-// first capture of its payload digest.
-func (s *Server) original(ctx context.Context, c index.Capture, rec *warc.Record) (index.Capture, error) {
-	chained := false // the capture named is itself a revisit
-	if uri := rec.Header.Get("WARC-Refers-To-Target-URI"); uri != "" {
-		when, derr := warc.ParseDate(rec.Header.Get("WARC-Refers-To-Date"))
-		if key, kerr := urlkey.SURT(uri); derr == nil && kerr == nil {
-			o, ok, revisit, err := s.referredTo(ctx, key, uri, when, c.Digest)
-			if err != nil {
-				return index.Capture{}, err
-			}
-			if ok {
-				return o, nil
-			}
-			chained = revisit
-		}
-	}
-	if c.Digest != "" {
-		orig, ok, err := s.arc.ByDigest(ctx, c, c.Digest)
-		if err != nil {
-			return index.Capture{}, err
-		}
-		if ok && orig.Type == warc.TypeRevisit {
-			chained = true
-		} else if ok {
-			return orig, nil
-		}
-	}
-	if chained {
-		return index.Capture{}, fmt.Errorf("%w: revisit refers to another revisit, and the payload is stored nowhere else in the archive", errCorrupt)
-	}
-	return index.Capture{}, fmt.Errorf("%w: the capture this revisit refers to is not in the archive", errCorrupt)
-}
-
-// referredTo finds the capture of uri (URL key key) taken at when, holding
-// the payload with this digest (when known). WARC dates may have only
-// second precision, and one URL key covers several URLs, which a site's
-// redirects between them fetch within one second: the capture at the
-// exact time is preferred, then the one of uri itself. revisit reports
-// that the capture named is a revisit, which cannot hold the payload.
-func (s *Server) referredTo(ctx context.Context, key, uri string, when time.Time, digest string) (found index.Capture, ok, revisit bool, err error) {
-	canon, cerr := urlkey.Canonical("", uri)
-	if cerr != nil {
-		canon = uri
-	}
-	sec := when.Truncate(time.Second)
-	best := -1
-	err = s.arc.Captures(ctx, key, false, func(o index.Capture) (bool, error) {
-		ot := o.Time.Truncate(time.Second)
-		if ot.After(sec) {
-			return false, nil // in time order: past the second named
-		}
-		if !ot.Equal(sec) || digest != "" && o.Digest != "" && o.Digest != digest {
-			return true, nil
-		}
-		score := 0
-		if o.Time.Equal(when) {
-			score += 2
-		}
-		if o.URL == canon || o.URL == uri {
-			score++
-		}
-		if o.Type == warc.TypeRevisit {
-			revisit = revisit || score > 0
-			return true, nil
-		}
-		if score > best {
-			found, best = o, score
-		}
-		return true, nil
-	})
-	return found, best >= 0, revisit, err
 }
 
 // parseResponse splits a raw HTTP/1.x response into status, headers and payload.

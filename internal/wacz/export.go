@@ -14,20 +14,32 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
+// An Archive is what Export reads: archive.Local for one data directory,
+// or archive.Network for a whole network, through one of its nodes.
+type Archive interface {
+	archive.Archive
+	// Member returns the gzip member holding c's record, checked to read
+	// back as c's record.
+	Member(ctx context.Context, c index.Capture) ([]byte, error)
+	// Companions returns the records written with c (its request and
+	// metadata records) as gzip members.
+	Companions(ctx context.Context, c index.Capture) ([][]byte, error)
+	// Warcinfo returns the warcinfo record starting c's segment as a gzip
+	// member, or nil when there is none.
+	Warcinfo(ctx context.Context, c index.Capture) ([]byte, error)
+}
+
 // Source is the archive Export reads.
 type Source struct {
-	DB      *pebble.DB // the node's database, holding the capture index
-	WARCDir string     // the directory of the WARC segments the index points into
+	Archive Archive
 	// TempDir holds the CDXJ and page lists while the WARC file is written
 	// (they are small next to it). Default os.TempDir().
 	TempDir string
@@ -35,55 +47,57 @@ type Source struct {
 
 // Stats say what an export wrote.
 type Stats struct {
-	Captures  int   // captures selected
-	Originals int   // captures outside the selection included because a selected revisit refers to their payload
-	Missing   int   // selected revisits whose payload is in no archived record (their replay will fail)
-	Records   int   // WARC records written: captures, their request and metadata records, warcinfo records
-	Pages     int   // lines of pages.jsonl
-	WARCBytes int64 // size of the WARC file
+	Captures  int // captures selected and written
+	Originals int // captures outside the selection included because a selected revisit refers to their payload
+	Missing   int // selected revisits whose payload is in no archived record (their replay will fail)
+	// Unreadable counts the captures left out because their record could
+	// not be read — damaged on disk, or on a node that could not be
+	// reached — and the revisits whose original could not be looked up;
+	// FirstError says why for the first of them.
+	Unreadable int
+	FirstError string
+	Records    int   // WARC records written: captures, their request and metadata records, warcinfo records
+	Pages      int   // lines of pages.jsonl
+	WARCBytes  int64 // size of the WARC file
 }
 
 // ErrNoCaptures reports a selection that matches nothing: there would be no
 // WARC data to put in the WACZ.
 var ErrNoCaptures = errors.New("wacz: no capture matches the selection")
 
-// maxConcurrent bounds how many members after a capture are looked at for
-// its request and metadata records (the crawler writes one of each).
-const maxConcurrent = 4
-
-// maxOpenSegments bounds the segment files kept open during an export.
-const maxOpenSegments = 32
-
 // Export writes a WACZ of the selected captures to w: archive/data.warc.gz,
 // indexes/index.cdxj, pages/pages.jsonl, datapackage.json and
 // datapackage-digest.json.
 //
 // Each selected response or revisit record is copied byte for byte, as the
-// gzip member it is in its segment, followed by the request and metadata
-// records the crawler wrote right after it (WARC-Concurrent-To the capture);
-// each segment's warcinfo record is copied before its first record. A revisit
-// needs the record holding its payload to replay: when that record is
-// outside the selection it is copied too, and indexed. Records that other
-// tools wrote before their response (wget's request records) are not
-// included. The WARC file is stored in the ZIP uncompressed, as the
-// specification requires; the index and JSON files are deflated.
+// gzip member it is in its segment, once checked to read back (block digest
+// included), followed by the request and metadata records the crawler wrote
+// right after it (WARC-Concurrent-To the capture); each segment's warcinfo
+// record is copied before its first record. A capture whose record cannot
+// be read is left out and counted in Stats.Unreadable: one damaged record
+// or unreachable node does not lose the rest. A revisit needs the record
+// holding its payload to replay (archive.Original finds it, on any node):
+// when that record is outside the selection it is copied too, and indexed.
+// Records that other tools wrote before their response (wget's request
+// records) are not included. The WARC file is stored in the ZIP
+// uncompressed, as the specification requires; the index and JSON files
+// are deflated.
 //
-// Records are streamed, and the index and page lists wait in temporary
-// files: memory grows only with the number of payload records added for
-// revisits.
+// Records are read several captures ahead of the writer (at most
+// prefetchBytes of them, or one larger record), and the index and page
+// lists wait in temporary files: memory grows only with the number of
+// payload records added for revisits.
 func Export(ctx context.Context, w io.Writer, src Source, sel Selection) (Stats, error) {
 	m, err := sel.matcher()
 	if err != nil {
 		return Stats{}, err
 	}
 	e := &exporter{
+		ctx:      ctx,
 		src:      src,
 		sel:      m,
-		idx:      index.New(src.DB),
-		open:     map[string]*os.File{},
 		seenSegs: map[string]bool{},
 		origSeen: map[string]bool{},
-		buf:      make([]byte, 256<<10),
 	}
 	defer e.cleanup()
 	if e.cdx, err = e.tempFile("cdxj"); err != nil {
@@ -103,15 +117,14 @@ func Export(ctx context.Context, w io.Writer, src Source, sel Selection) (Stats,
 	}
 	e.out = &hashWriter{w: ww, h: sha256.New()}
 
-	err = e.idx.Range(ctx, m.lo, m.hi, false, func(c index.Capture) (bool, error) {
-		if !m.contains(c) {
-			return true, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return false, err
-		}
-		return true, e.selected(c)
-	})
+	err = e.prefetch(func(yield func(index.Capture, bool) error) error {
+		return src.Archive.Range(ctx, m.lo, m.hi, false, func(c index.Capture) (bool, error) {
+			if !m.contains(c) {
+				return true, nil
+			}
+			return true, yield(c, true)
+		})
+	}, e.selected)
 	if err != nil {
 		return e.stats, err
 	}
@@ -120,16 +133,23 @@ func Export(ctx context.Context, w io.Writer, src Source, sel Selection) (Stats,
 	}
 	// Originals go after the selection; their index lines are merged in order.
 	var extra [][]byte
-	for _, o := range e.originals {
-		if err := ctx.Err(); err != nil {
-			return e.stats, err
+	err = e.prefetch(func(yield func(index.Capture, bool) error) error {
+		for _, o := range e.originals {
+			if err := yield(o, false); err != nil {
+				return err
+			}
 		}
-		oc, err := e.copyCapture(o)
-		if err != nil {
-			return e.stats, err
+		return nil
+	}, func(f *fetched) error {
+		oc, err := e.copyCapture(f)
+		if err == nil && oc.Segment != "" {
+			extra = append(extra, index.AppendCDXJ(nil, oc))
+			e.stats.Originals++
 		}
-		extra = append(extra, index.AppendCDXJ(nil, oc))
-		e.stats.Originals++
+		return err
+	})
+	if err != nil {
+		return e.stats, err
 	}
 	e.stats.WARCBytes = e.out.n
 	resources := []Resource{e.out.resource(pathWARC)}
@@ -157,7 +177,7 @@ func Export(ctx context.Context, w io.Writer, src Source, sel Selection) (Stats,
 		if _, err := e.pages.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		_, err := io.CopyBuffer(w, e.pages, e.buf)
+		_, err := io.Copy(w, e.pages)
 		return err
 	})
 	if err != nil {
@@ -201,21 +221,17 @@ func Export(ctx context.Context, w io.Writer, src Source, sel Selection) (Stats,
 
 // exporter is the state of one Export.
 type exporter struct {
+	ctx       context.Context
 	src       Source
 	sel       matcher
-	idx       *index.Index
 	out       *hashWriter
 	cdx       *os.File
 	cdxW      *bufio.Writer
 	pages     *os.File
 	pagesW    *bufio.Writer
-	open      map[string]*os.File // segment files, at most maxOpenSegments
-	seenSegs  map[string]bool     // segments whose warcinfo record is out
+	seenSegs  map[string]bool // node and segment of those whose warcinfo record is out
 	originals []index.Capture
-	origSeen  map[string]bool // segment and offset of originals already queued
-	mr        memberReader
-	buf       []byte // for copying
-	block     []byte // for reading the start of a page's record
+	origSeen  map[string]bool // key, time and record ID of originals already queued
 	stats     Stats
 }
 
@@ -235,166 +251,93 @@ func (e *exporter) cleanup() {
 			os.Remove(f.Name())
 		}
 	}
-	for _, f := range e.open {
-		f.Close()
-	}
 }
 
-// selected exports one capture of the selection.
-func (e *exporter) selected(c index.Capture) error {
-	out, err := e.copyCapture(c)
-	if err != nil {
+// selected writes one capture of the selection.
+func (e *exporter) selected(f *fetched) error {
+	out, err := e.copyCapture(f)
+	if err != nil || out.Segment == "" {
 		return err
 	}
 	e.stats.Captures++
 	if _, err := e.cdxW.Write(index.AppendCDXJ(nil, out)); err != nil {
 		return fmt.Errorf("wacz: %w", err)
 	}
-	if c.Type == warc.TypeRevisit {
-		if err := e.needOriginal(c); err != nil {
-			return err
-		}
-	}
-	if isPage(c) {
-		if err := e.page(c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// needOriginal queues the record holding a revisit's payload when the
-// selection does not include it.
-func (e *exporter) needOriginal(c index.Capture) error {
-	if c.Digest == "" {
-		return nil // a revisit without payload digest (server-not-modified): nothing to resolve
-	}
-	o, ok, err := index.ByDigest(e.src.DB, c.Digest)
-	if err != nil {
-		return err
-	}
-	if !ok {
+	switch {
+	case f.missing:
 		e.stats.Missing++
-		return nil
+	case f.originalErr != nil:
+		if err := e.unreadable(f.c, f.originalErr); err != nil {
+			return err
+		}
+	case f.hasOriginal && !e.sel.contains(f.original):
+		o := f.original
+		// By what it is, not where: replicas hold it on several nodes.
+		k := fmt.Sprintf("%s %d %s", o.URLKey, o.Time.UnixNano(), o.RecordID)
+		if !e.origSeen[k] {
+			e.origSeen[k] = true
+			e.originals = append(e.originals, o)
+		}
 	}
-	if e.sel.contains(o) {
-		return nil
-	}
-	k := fmt.Sprintf("%s:%d", o.Segment, o.Offset)
-	if !e.origSeen[k] {
-		e.origSeen[k] = true
-		e.originals = append(e.originals, o)
+	if isPage(f.c) {
+		return e.page(f.c, f.title)
 	}
 	return nil
 }
 
-// copyCapture copies a capture's record and the records that belong to it,
-// and returns the capture located in the new WARC file.
-func (e *exporter) copyCapture(c index.Capture) (index.Capture, error) {
-	f, err := e.segment(c.Segment)
-	if err != nil {
-		return c, err
+// unreadable counts a capture left out, or a revisit whose original could
+// not be looked up, unless the export itself was cancelled.
+func (e *exporter) unreadable(c index.Capture, err error) error {
+	if ctxErr := e.ctx.Err(); ctxErr != nil {
+		return ctxErr
 	}
-	var magic [2]byte
-	if _, err := f.ReadAt(magic[:], c.Offset); err != nil || magic != [2]byte{0x1f, 0x8b} || c.Length <= 0 {
-		return c, fmt.Errorf("wacz: the index places %s at %s offset %d, where no gzip member starts: index and WARC disagree", c.URL, c.Segment, c.Offset)
+	if e.stats.Unreadable == 0 {
+		e.stats.FirstError = fmt.Sprintf("%s at %s: %v", c.URL, c.Timestamp14(), err)
+	}
+	e.stats.Unreadable++
+	return nil
+}
+
+// copyCapture writes a capture's record and the records that belong to
+// it, and returns the capture located in the new WARC file. A capture
+// whose record could not be read is counted and left out: its returned
+// location is empty.
+func (e *exporter) copyCapture(f *fetched) (index.Capture, error) {
+	if f.err != nil {
+		return index.Capture{}, e.unreadable(f.c, f.err)
+	}
+	if err := e.warcinfo(f.c); err != nil {
+		return index.Capture{}, err
 	}
 	off := e.out.n
-	if err := e.copyRaw(f, c.Segment, c.Offset, c.Length); err != nil {
-		return c, err
-	}
-	e.stats.Records++
-	// The crawler writes a capture's request and metadata records right after it.
-	pos := c.Offset + c.Length
-	for range maxConcurrent {
-		if c.RecordID == "" {
-			break
-		}
-		n, typ := e.concurrent(f, pos, c.RecordID)
-		if n == 0 {
-			break
-		}
-		if err := e.copyRaw(f, c.Segment, pos, n); err != nil {
-			return c, err
+	for _, m := range append([][]byte{f.member}, f.companions...) {
+		if _, err := e.out.Write(m); err != nil {
+			return index.Capture{}, fmt.Errorf("wacz: %w", err)
 		}
 		e.stats.Records++
-		pos += n
-		if typ == warc.TypeMetadata {
-			break // the last record of a capture, as the crawler and Heritrix write them
-		}
 	}
-	out := c
-	out.Segment, out.Offset = path.Base(pathWARC), off
+	out := f.c
+	out.Segment, out.Offset, out.Node = path.Base(pathWARC), off, ""
 	return out, nil
 }
 
-// concurrent returns the length and type of the member at pos if it holds
-// a request or metadata record concurrent to the record id, else 0. The end
-// of the file, or damage there, is a 0 too.
-func (e *exporter) concurrent(f *os.File, pos int64, id string) (int64, string) {
-	if err := e.mr.open(f, pos, 1<<62); err != nil {
-		return 0, ""
+// warcinfo copies the warcinfo record of c's segment the first time a
+// record of that segment is copied, so WARC-Warcinfo-ID references resolve.
+func (e *exporter) warcinfo(c index.Capture) error {
+	k := c.Node + "/" + c.Segment
+	if e.seenSegs[k] {
+		return nil
 	}
-	p, err := e.mr.peek()
-	if err != nil {
-		return 0, ""
+	e.seenSegs[k] = true
+	info, err := e.src.Archive.Warcinfo(e.ctx, c)
+	if err != nil || info == nil {
+		return e.ctx.Err() // without it the records still replay
 	}
-	typ := p.Get("WARC-Type")
-	if typ != warc.TypeRequest && typ != warc.TypeMetadata || !hasField(p, "WARC-Concurrent-To", id) {
-		return 0, ""
+	if _, err := e.out.Write(info); err != nil {
+		return fmt.Errorf("wacz: %w", err)
 	}
-	n, err := e.mr.finish()
-	if err != nil {
-		return 0, ""
-	}
-	return n, typ
-}
-
-// copyRaw copies n bytes at off of a segment to the WARC file.
-func (e *exporter) copyRaw(f *os.File, seg string, off, n int64) error {
-	m, err := io.CopyBuffer(e.out, io.NewSectionReader(f, off, n), e.buf)
-	if err != nil {
-		return fmt.Errorf("wacz: copy from %s: %w", seg, err)
-	}
-	if m != n {
-		return fmt.Errorf("wacz: %s ends at %d, inside the record the index places at %d (%d bytes): index and WARC disagree", seg, off+m, off, n)
-	}
+	e.stats.Records++
 	return nil
-}
-
-// segment returns an open segment file; the first time a segment is used,
-// its warcinfo record is copied, so WARC-Warcinfo-ID references resolve.
-func (e *exporter) segment(name string) (*os.File, error) {
-	name = filepath.Base(name)
-	f, ok := e.open[name]
-	if !ok {
-		if len(e.open) >= maxOpenSegments {
-			for n, g := range e.open { // segments are visited in no useful order: drop any
-				g.Close()
-				delete(e.open, n)
-				break
-			}
-		}
-		var err error
-		if f, err = os.Open(filepath.Join(e.src.WARCDir, name)); err != nil {
-			return nil, fmt.Errorf("wacz: %w", err)
-		}
-		e.open[name] = f
-	}
-	if !e.seenSegs[name] {
-		e.seenSegs[name] = true
-		if err := e.mr.open(f, 0, 1<<62); err == nil {
-			if p, err := e.mr.peek(); err == nil && p.Get("WARC-Type") == warc.TypeWarcinfo {
-				if n, err := e.mr.finish(); err == nil {
-					if err := e.copyRaw(f, name, 0, n); err != nil {
-						return nil, err
-					}
-					e.stats.Records++
-				}
-			}
-		}
-	}
-	return f, nil
 }
 
 // isPage reports whether a capture is a page for pages.jsonl: an HTML
@@ -412,13 +355,11 @@ type pageLine struct {
 	Title string `json:"title,omitempty"`
 }
 
-func (e *exporter) page(c index.Capture) error {
+func (e *exporter) page(c index.Capture, title string) error {
 	p := pageLine{URL: c.URL, TS: c.Time.UTC().Format(time.RFC3339)}
 	sum := sha256.Sum256([]byte(c.URL + " " + c.Time.UTC().Format(time.RFC3339Nano)))
 	p.ID = hex.EncodeToString(sum[:8])
-	if c.Type == warc.TypeResponse {
-		p.Title = e.title(c)
-	}
+	p.Title = title
 	js, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("wacz: %w", err)
@@ -428,30 +369,6 @@ func (e *exporter) page(c index.Capture) error {
 	}
 	e.stats.Pages++
 	return nil
-}
-
-// title returns the title of an HTML response, reading no more of the
-// record than it needs to find it.
-func (e *exporter) title(c index.Capture) string {
-	f, err := e.segment(c.Segment)
-	if err != nil || e.mr.open(f, c.Offset, c.Length) != nil {
-		return ""
-	}
-	if _, err := e.mr.peek(); err != nil {
-		return ""
-	}
-	block, err := e.mr.readBlock(e.block[:0], titleScan)
-	if err != nil {
-		return ""
-	}
-	title := pageTitle(block)
-	if title == "" && len(block) == titleScan {
-		if block, err = e.mr.readBlock(block, maxTitleScan-titleScan); err == nil {
-			title = pageTitle(block)
-		}
-	}
-	e.block = block
-	return title
 }
 
 // mergeCDXJ writes the sorted CDXJ lines of r merged with the lines of

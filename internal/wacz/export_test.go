@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/index"
@@ -48,7 +49,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func archive(t *testing.T) string {
+func fixture(t *testing.T) string {
 	t.Helper()
 	fixtureOnce.Do(func() {
 		web := websim.New(websim.Config{Seed: 7, Hosts: 6, Pages: 60})
@@ -125,7 +126,7 @@ func export(t *testing.T, data string, sel wacz.Selection) (string, wacz.Stats) 
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s, err := wacz.Export(context.Background(), f, wacz.Source{DB: db, WARCDir: filepath.Join(data, "warc"), TempDir: t.TempDir()}, sel)
+	s, err := wacz.Export(context.Background(), f, wacz.Source{Archive: archive.NewLocal(index.New(db), filepath.Join(data, "warc")), TempDir: t.TempDir()}, sel)
 	if err != nil {
 		t.Fatalf("export %+v: %v", sel, err)
 	}
@@ -346,7 +347,7 @@ func isHTMLPage(c index.Capture) bool {
 }
 
 func TestExportEverything(t *testing.T) {
-	data := archive(t)
+	data := fixture(t)
 	caps := allCaptures(t, data)
 	path, s := export(t, data, wacz.Selection{})
 	c := checkWACZ(t, path, s)
@@ -390,6 +391,53 @@ func TestExportEverything(t *testing.T) {
 	checkTitles(t, data, caps, c.pages)
 }
 
+// A record damaged on disk is left out of an export, counted and named;
+// every other capture is still exported.
+func TestExportLeavesOutDamagedRecords(t *testing.T) {
+	data := t.TempDir()
+	if err := os.CopyFS(data, os.DirFS(fixture(t))); err != nil {
+		t.Fatal(err)
+	}
+	caps := allCaptures(t, data)
+	var victim index.Capture
+	for _, c := range caps {
+		if c.Type == warc.TypeResponse && c.Length > 200 {
+			victim = c
+			break
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(data, "warc", victim.Segment), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past the gzip header, inside the deflate stream: the member no longer
+	// decompresses to the record, or fails its CRC.
+	mid := victim.Offset + victim.Length/2
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], mid); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b[:], mid); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	path, s := export(t, data, wacz.Selection{})
+	c := checkWACZ(t, path, s)
+	if s.Unreadable != 1 || s.Captures != len(caps)-1 {
+		t.Errorf("stats %+v for %d captures, one damaged: want it alone left out", s, len(caps))
+	}
+	if !strings.Contains(s.FirstError, victim.URL) {
+		t.Errorf("FirstError %q does not name the damaged capture %s", s.FirstError, victim.URL)
+	}
+	for _, l := range c.lines {
+		if l.key == victim.URLKey && l.ts == victim.Timestamp14() && l.Digest == victim.Digest {
+			t.Errorf("the damaged capture of %s is in the index", victim.URL)
+		}
+	}
+}
+
 // TestWarcioReadsExport has warcio.js, an outside implementation, read the
 // WARC file of an export and verify every record's digest.
 func TestWarcioReadsExport(t *testing.T) {
@@ -400,7 +448,7 @@ func TestWarcioReadsExport(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(tool, "node_modules", "warcio")); err != nil {
 		t.Skip("tools/warcio-check: run npm ci there (.ci/run does)")
 	}
-	path, s := export(t, archive(t), wacz.Selection{})
+	path, s := export(t, fixture(t), wacz.Selection{})
 	zr, err := zip.OpenReader(path)
 	if err != nil {
 		t.Fatal(err)
@@ -490,7 +538,7 @@ func checkTitles(t *testing.T, data string, caps []index.Capture, pages []map[st
 }
 
 func TestExportSelections(t *testing.T) {
-	data := archive(t)
+	data := fixture(t)
 	caps := allCaptures(t, data)
 	byDigest := firstCaptures(t, data, caps)
 	// A revisit whose payload is on another host makes the host selection
@@ -633,14 +681,14 @@ func firstCaptures(t *testing.T, data string, caps []index.Capture) map[string]i
 }
 
 func TestExportNothing(t *testing.T) {
-	data := archive(t)
+	data := fixture(t)
 	db, err := crawl.OpenDB(data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	for _, sel := range []wacz.Selection{{Host: "absent.test"}, {To: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}} {
-		_, err := wacz.Export(context.Background(), io.Discard, wacz.Source{DB: db, WARCDir: filepath.Join(data, "warc")}, sel)
+		_, err := wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: archive.NewLocal(index.New(db), filepath.Join(data, "warc"))}, sel)
 		if !errors.Is(err, wacz.ErrNoCaptures) {
 			t.Errorf("selection %+v: %v, want ErrNoCaptures", sel, err)
 		}
@@ -655,7 +703,7 @@ func noWWW(u string) string {
 }
 
 func TestSelectionErrors(t *testing.T) {
-	data := archive(t)
+	data := fixture(t)
 	db, err := crawl.OpenDB(data)
 	if err != nil {
 		t.Fatal(err)
@@ -671,7 +719,7 @@ func TestSelectionErrors(t *testing.T) {
 		{Host: "a.test/path"},
 	} {
 		var buf bytes.Buffer
-		_, err := wacz.Export(context.Background(), &buf, wacz.Source{DB: db, WARCDir: filepath.Join(data, "warc")}, sel)
+		_, err := wacz.Export(context.Background(), &buf, wacz.Source{Archive: archive.NewLocal(index.New(db), filepath.Join(data, "warc"))}, sel)
 		if err == nil || !strings.HasPrefix(err.Error(), "wacz: ") {
 			t.Errorf("selection %+v: error %v", sel, err)
 		}
@@ -682,7 +730,7 @@ func TestSelectionErrors(t *testing.T) {
 }
 
 func TestExportCancelled(t *testing.T) {
-	data := archive(t)
+	data := fixture(t)
 	db, err := crawl.OpenDB(data)
 	if err != nil {
 		t.Fatal(err)
@@ -690,8 +738,77 @@ func TestExportCancelled(t *testing.T) {
 	defer db.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = wacz.Export(ctx, io.Discard, wacz.Source{DB: db, WARCDir: filepath.Join(data, "warc")}, wacz.Selection{})
+	_, err = wacz.Export(ctx, io.Discard, wacz.Source{Archive: archive.NewLocal(index.New(db), filepath.Join(data, "warc"))}, wacz.Selection{})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled export: %v", err)
 	}
+}
+
+// BenchmarkExport exports the whole test archive (websim, 2 crawls) from
+// its data directory, as `waggle export wacz` does for a stopped node.
+func BenchmarkExport(b *testing.B) {
+	data := fixture(&testing.T{})
+	db, err := crawl.OpenDB(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	src := wacz.Source{Archive: archive.NewLocal(index.New(db), filepath.Join(data, "warc")), TempDir: b.TempDir()}
+	var s wacz.Stats
+	for b.Loop() {
+		if s, err = wacz.Export(context.Background(), io.Discard, src, wacz.Selection{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(s.WARCBytes)
+	b.ReportMetric(float64(s.Captures)*float64(b.N)/b.Elapsed().Seconds(), "captures/s")
+}
+
+// failingWriter fails once more than room bytes were written to it.
+type failingWriter struct{ room int }
+
+var errDiskFull = errors.New("disk full")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.room {
+		return 0, errDiskFull
+	}
+	w.room -= len(p)
+	return len(p), nil
+}
+
+// An export whose output fails part way returns that error, whatever the
+// records being read ahead of it; one cancelled part way, its context's.
+func TestExportStopsPartWay(t *testing.T) {
+	data := fixture(t)
+	db, err := crawl.OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	src := wacz.Source{Archive: archive.NewLocal(index.New(db), filepath.Join(data, "warc")), TempDir: t.TempDir()}
+	for _, room := range []int{0, 10 << 10, 200 << 10} {
+		_, err := wacz.Export(context.Background(), &failingWriter{room: room}, src, wacz.Selection{})
+		if !errors.Is(err, errDiskFull) {
+			t.Errorf("export to a writer failing after %d bytes: %v", room, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &cancellingWriter{after: 100 << 10, cancel: cancel}
+	if _, err := wacz.Export(ctx, w, src, wacz.Selection{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("export cancelled after %d bytes: %v", w.n, err)
+	}
+}
+
+// cancellingWriter cancels its export once after bytes were written.
+type cancellingWriter struct {
+	after, n int
+	cancel   func()
+}
+
+func (w *cancellingWriter) Write(p []byte) (int, error) {
+	if w.n += len(p); w.n > w.after {
+		w.cancel()
+	}
+	return len(p), nil
 }

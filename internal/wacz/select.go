@@ -68,6 +68,12 @@ func (s Selection) matcher() (matcher, error) {
 	return m, nil
 }
 
+// Check reports what is wrong with a selection, as Export would.
+func (s Selection) Check() error {
+	_, err := s.matcher()
+	return err
+}
+
 // contains reports whether the selection holds c.
 func (m matcher) contains(c index.Capture) bool {
 	if !strings.HasPrefix(c.URLKey, m.prefix) && (m.exact == "" || c.URLKey != m.exact) {

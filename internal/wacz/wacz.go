@@ -4,9 +4,12 @@
 // that a selection of the archive can be handed to anyone and replayed by
 // ReplayWeb.page, pywb or waggle itself, and checked for damage on arrival.
 //
-// Export copies the selected records out of the node's WARC segments byte for
-// byte (each record is its own gzip member there) and streams the ZIP; it
-// never holds more than one record in memory. Open reads a WACZ back and
+// Export copies the selected records out of an archive byte for byte (each
+// record is its own gzip member there) and streams the ZIP: a node's own
+// segments (archive.Local), or a whole network's records read from the
+// nodes holding them (archive.Network). It checks each record as it reads
+// it, reads a few captures ahead of the writer, and holds at most 64 MiB
+// of records (or one larger record) in memory. Open reads a WACZ back and
 // checks its manifest.
 package wacz
 

@@ -4,16 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/textproto"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/klauspost/compress/gzip"
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
 	"golang.org/x/net/html/charset"
@@ -30,103 +27,23 @@ const (
 	maxTitleLen  = 1000
 )
 
-// memberReader decompresses single gzip members of a segment file, reusing
-// its buffers from member to member.
-type memberReader struct {
-	gz  *gzip.Reader
-	src countingReader
-	br  *bufio.Reader
-}
-
-// countingReader counts the compressed bytes the gzip decoder consumes; being
-// a ByteReader, it lets the decoder stop exactly at the end of the member.
-type countingReader struct {
-	br *bufio.Reader
-	n  int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.br.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-func (c *countingReader) ReadByte() (byte, error) {
-	b, err := c.br.ReadByte()
-	if err == nil {
-		c.n++
+// title returns the title of an HTML response record, decompressing no
+// more of its gzip member than it needs to find it.
+func title(mr *warc.MemberReader, member []byte) string {
+	if _, err := mr.Open(bytes.NewReader(member), 0, int64(len(member))); err != nil {
+		return ""
 	}
-	return b, err
-}
-
-// open starts decompressing the member at off in ra. limit bounds the
-// compressed bytes read (a member's known length, or the rest of the file).
-func (m *memberReader) open(ra io.ReaderAt, off, limit int64) error {
-	sr := io.NewSectionReader(ra, off, limit)
-	if m.src.br == nil {
-		m.src.br = bufio.NewReaderSize(sr, 32<<10)
-	} else {
-		m.src.br.Reset(sr)
-	}
-	m.src.n = 0
-	var err error
-	if m.gz == nil {
-		m.gz, err = gzip.NewReader(&m.src)
-	} else {
-		err = m.gz.Reset(&m.src)
-	}
+	block, err := mr.ReadBlock(nil, titleScan)
 	if err != nil {
-		return err
+		return ""
 	}
-	m.gz.Multistream(false)
-	if m.br == nil {
-		// Small: deciding about a member needs only its header, and
-		// decompressing more than that is wasted.
-		m.br = bufio.NewReaderSize(m.gz, 2<<10)
-	} else {
-		m.br.Reset(m.gz)
-	}
-	return nil
-}
-
-// peek reads the WARC header of the open member.
-func (m *memberReader) peek() (warc.Header, error) {
-	h, err := warc.ReadHeader(m.br)
-	if err != nil {
-		return h, fmt.Errorf("record header: %w", err)
-	}
-	return h, nil
-}
-
-// hasField reports whether h has a field name with exactly value (WARC
-// allows WARC-Concurrent-To to repeat).
-func hasField(h warc.Header, name, value string) bool {
-	for _, f := range h.Fields() {
-		if strings.EqualFold(f.Name, name) && f.Value == value {
-			return true
+	t := pageTitle(block)
+	if t == "" && len(block) == titleScan {
+		if block, err = mr.ReadBlock(block, maxTitleScan-titleScan); err == nil {
+			t = pageTitle(block)
 		}
 	}
-	return false
-}
-
-// readBlock appends up to n more bytes of the open member's block to buf.
-func (m *memberReader) readBlock(buf []byte, n int) ([]byte, error) {
-	have := len(buf)
-	buf = slices.Grow(buf, n)[:have+n]
-	k, err := io.ReadFull(m.br, buf[have:])
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return buf[:have+k], err
-	}
-	return buf[:have+k], nil
-}
-
-// finish reads the rest of the open member (checking its CRC) and returns
-// the member's compressed length.
-func (m *memberReader) finish() (int64, error) {
-	if _, err := io.Copy(io.Discard, m.br); err != nil {
-		return 0, err
-	}
-	return m.src.n, nil
+	return t
 }
 
 // pageTitle returns the <title> of an HTML response record whose block starts

@@ -1,0 +1,162 @@
+package wacz
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/waggle-archive/waggle/internal/archive"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// The records of several captures are read at once — from disk, checked,
+// or from other nodes, a round trip each — while the WARC file is written
+// in index order.
+const (
+	prefetchWorkers = 4
+	prefetchDepth   = 64       // captures read ahead of the writer, at most
+	prefetchBytes   = 64 << 20 // and their records' bytes (a larger record is read alone)
+)
+
+// fetched is one capture's records, read ahead of the writer.
+type fetched struct {
+	c          index.Capture
+	selected   bool // in the selection, not an original a revisit needs
+	member     []byte
+	companions [][]byte
+	err        error // member could not be read
+
+	// For a selected revisit: the capture holding its payload.
+	original    index.Capture
+	hasOriginal bool
+	missing     bool  // the archive holds its payload nowhere
+	originalErr error // the lookup failed
+	title       string
+	done        chan struct{}
+}
+
+// prefetch calls write with the records of each capture feed yields, in
+// feed's order, reading them prefetchWorkers at a time ahead of write. The
+// first error of feed or write ends it.
+func (e *exporter) prefetch(feed func(yield func(c index.Capture, selected bool) error) error, write func(*fetched) error) error {
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	jobs := make(chan *fetched)
+	order := make(chan *fetched, prefetchDepth)
+	var workers sync.WaitGroup
+	for range prefetchWorkers {
+		workers.Go(func() {
+			var mr warc.MemberReader
+			for f := range jobs {
+				e.read(ctx, f, &mr)
+				close(f.done)
+			}
+		})
+	}
+	b := newByteBudget(prefetchBytes)
+	written := make(chan error, 1)
+	go func() {
+		var err error
+		for f := range order { // drained to the end, so that feed never blocks for ever
+			<-f.done
+			if err == nil {
+				if err = write(f); err != nil {
+					cancel()
+				}
+			}
+			b.release(f.c.Length)
+		}
+		written <- err
+	}()
+	err := feed(func(c index.Capture, selected bool) error {
+		b.acquire(c.Length)
+		if err := ctx.Err(); err != nil {
+			b.release(c.Length)
+			return err
+		}
+		f := &fetched{c: c, selected: selected, done: make(chan struct{})}
+		order <- f
+		jobs <- f
+		return nil
+	})
+	close(jobs)
+	close(order)
+	workers.Wait()
+	if werr := <-written; werr != nil {
+		return werr
+	}
+	return err
+}
+
+// read reads f's records and, for a selected capture, what its index and
+// page lines need: a revisit's original, a page's title.
+func (e *exporter) read(ctx context.Context, f *fetched, mr *warc.MemberReader) {
+	if f.member, f.err = e.src.Archive.Member(ctx, f.c); f.err != nil {
+		return
+	}
+	// Without them the capture still goes, as the record that matters.
+	f.companions, _ = e.src.Archive.Companions(ctx, f.c)
+	if !f.selected {
+		return
+	}
+	if f.c.Type == warc.TypeRevisit {
+		e.resolve(ctx, f, mr)
+	}
+	if isPage(f.c) && f.c.Type == warc.TypeResponse {
+		f.title = title(mr, f.member)
+	}
+}
+
+// resolve finds the capture holding a revisit's payload.
+func (e *exporter) resolve(ctx context.Context, f *fetched, mr *warc.MemberReader) {
+	h, err := mr.Open(bytes.NewReader(f.member), 0, int64(len(f.member)))
+	if err != nil {
+		return // it read back whole as the member was read
+	}
+	if f.c.Digest == "" && h.Get("WARC-Refers-To-Target-URI") == "" {
+		return // a revisit that names no payload (server-not-modified): nothing to resolve
+	}
+	o, err := archive.Original(ctx, e.src.Archive, f.c, h)
+	switch {
+	case errors.Is(err, archive.ErrNoOriginal):
+		f.missing = true
+	case err != nil:
+		f.originalErr = fmt.Errorf("its original: %w", err)
+	default:
+		f.original, f.hasOriginal = o, true
+	}
+}
+
+// byteBudget bounds the bytes of records read ahead. A request larger than
+// the whole budget waits until nothing else is held, then runs alone.
+type byteBudget struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	max  int64
+	held int64
+}
+
+func newByteBudget(max int64) *byteBudget {
+	b := &byteBudget{max: max}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *byteBudget) acquire(n int64) {
+	b.mu.Lock()
+	for b.held > 0 && b.held+n > b.max {
+		b.cond.Wait()
+	}
+	b.held += n
+	b.mu.Unlock()
+}
+
+func (b *byteBudget) release(n int64) {
+	b.mu.Lock()
+	b.held -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
