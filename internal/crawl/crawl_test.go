@@ -179,7 +179,9 @@ func TestCrawlWebsimCompletely(t *testing.T) {
 		if strings.HasSuffix(u, "/robots.txt") {
 			robotsSeen++
 		}
-		if len(cs) > 1 && !strings.HasSuffix(u, "/robots.txt") {
+		// robots.txt too: a host and its www. name, one redirecting to the
+		// other's, share one fetch of the file.
+		if len(cs) > 1 {
 			t.Errorf("%s captured %d times", u, len(cs))
 		}
 	}

@@ -318,42 +318,39 @@ func mediaType(h http.Header, body []byte) string {
 	return strings.ToLower(strings.TrimSpace(base))
 }
 
-// fetchRobots is the robots.Cache's way to fetch a robots.txt: through the
-// same fetcher as everything else, following up to five redirects (RFC 9309
-// §2.3.1.2), and archiving every response, as Heritrix does, so the archive
-// shows why a page was or was not captured.
+// fetchRobots is the robots.Cache's way to fetch a robots.txt, or a
+// redirect's next hop (the cache follows redirects itself, sharing one
+// origin's file with those redirecting to it): through the same fetcher as
+// everything else, archiving every response, as Heritrix does, so the
+// archive shows why a page was or was not captured.
 func (c *Crawler) fetchRobots(ctx context.Context, robotsURL string) (int, []byte, string, error) {
-	u := robotsURL
-	for hop := 0; hop <= 5; hop++ {
-		resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: u})
-		if err != nil {
-			return 0, nil, "", err
-		}
-		rec, err := warc.NewFetchedResponse(resp.URL, resp.Start, resp.Raw)
-		if err != nil {
-			return 0, nil, "", err
-		}
-		r := result{resp: resp, record: rec}
-		if err := r.prepare(); err != nil {
-			return 0, nil, "", err
-		}
-		c.pending.Add(1)
-		select {
-		case c.results <- r:
-		case <-ctx.Done():
-			c.pending.Add(-1)
-			return 0, nil, "", ctx.Err()
-		}
-		if resp.Location == "" || resp.StatusCode < 300 || resp.StatusCode >= 400 {
-			return resp.StatusCode, resp.Body, u, nil
-		}
-		next, err := urlkey.Canonical("", resp.Location)
-		if err != nil {
-			return 0, nil, "", fmt.Errorf("robots.txt redirect: %w", err)
-		}
-		u = next
+	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: robotsURL})
+	if err != nil {
+		return 0, nil, "", err
 	}
-	return 0, nil, "", errors.New("robots.txt: too many redirects")
+	rec, err := warc.NewFetchedResponse(resp.URL, resp.Start, resp.Raw)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	r := result{resp: resp, record: rec}
+	if err := r.prepare(); err != nil {
+		return 0, nil, "", err
+	}
+	c.pending.Add(1)
+	select {
+	case c.results <- r:
+	case <-ctx.Done():
+		c.pending.Add(-1)
+		return 0, nil, "", ctx.Err()
+	}
+	if resp.Location == "" || resp.StatusCode < 300 || resp.StatusCode >= 400 {
+		return resp.StatusCode, resp.Body, "", nil
+	}
+	next, err := urlkey.Canonical("", resp.Location)
+	if err != nil {
+		return 0, nil, "", fmt.Errorf("robots.txt redirect: %w", err)
+	}
+	return resp.StatusCode, nil, next, nil
 }
 
 // newItem makes a frontier item.

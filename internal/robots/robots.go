@@ -15,10 +15,15 @@ import (
 	"github.com/temoto/robotstxt"
 )
 
-// FetchFunc fetches a robots.txt URL, following redirects, and returns the
-// final status and body and the URL they came from. The crawler supplies
-// it, so robots.txt responses are archived like every other capture.
-type FetchFunc func(ctx context.Context, robotsURL string) (status int, body []byte, finalURL string, err error)
+// FetchFunc fetches one URL without following a redirect: it returns the
+// status and body, and for a redirect its Location resolved against the
+// URL. The crawler supplies it, so robots.txt responses are archived like
+// every other capture; the Cache follows redirects itself.
+type FetchFunc func(ctx context.Context, url string) (status int, body []byte, location string, err error)
+
+// maxRedirects is how many redirects in a row a robots.txt fetch follows
+// (RFC 9309 §2.3.1.2: at least five); past them it is unreachable.
+const maxRedirects = 5
 
 // Options tune a Cache; zero values mean the defaults listed.
 type Options struct {
@@ -47,10 +52,18 @@ type Cache struct {
 
 type entry struct {
 	ready   chan struct{}    // closed when data is set
+	filled  bool             // set before ready closes, unless the fetch was abandoned
 	group   *robotstxt.Group // the rules for our user agent, found once
 	status  int
 	err     error // fetch error behind an unreachable robots.txt
 	expires time.Time
+	// redirects is how many redirects led to the file, through other
+	// origins' entries too: an origin redirected here adds its own.
+	redirects int
+	// waitsOn is the origin whose entry this one's fetch waits for, having
+	// been redirected to its robots.txt (guarded by Cache.mu): two origins
+	// redirecting to each other must not wait for each other.
+	waitsOn string
 }
 
 // New returns a Cache that fetches with fetch.
@@ -120,6 +133,9 @@ func (c *Cache) entry(ctx context.Context, origin string) (*entry, error) {
 			c.mu.Unlock()
 			select { // another caller is fetching it
 			case <-e.ready:
+				if !e.filled {
+					return c.entry(ctx, origin) // it gave up (its context ended): fetch it here
+				}
 				return e, nil
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -129,12 +145,24 @@ func (c *Cache) entry(ctx context.Context, origin string) (*entry, error) {
 	e = &entry{ready: make(chan struct{})}
 	c.hosts[origin] = e
 	c.mu.Unlock()
+	if _, err := c.fill(ctx, origin, e, 0); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
 
+// fill fetches origin's robots.txt into e, which this caller made, and
+// returns its body when it has it (not when the rules came from another
+// origin's entry). level counts the fills this one is nested in, each for
+// an origin redirected to the next one's robots.txt. The only error is
+// ctx's: e is then dropped, and its waiters find it not filled.
+func (c *Cache) fill(ctx context.Context, origin string, e *entry, level int) ([]byte, error) {
+	now := c.opts.Now()
 	if status, body, expires, ok := c.load(origin, now); ok {
 		e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
-		return e, nil
+		return body, nil
 	}
-	status, body, final, err := c.fetch(ctx, origin+"/robots.txt")
+	status, body, redirects, shared, err := c.follow(ctx, origin, e, level)
 	if err != nil && ctx.Err() != nil {
 		c.mu.Lock()
 		delete(c.hosts, origin)
@@ -142,52 +170,137 @@ func (c *Cache) entry(ctx context.Context, origin string) (*entry, error) {
 		close(e.ready) // waiters re-check ctx or refetch
 		return nil, ctx.Err()
 	}
+	if shared != nil {
+		// Redirected to an origin whose robots.txt is known: the same rules.
+		if body != nil {
+			c.save(origin, shared.status, body, shared.expires)
+		}
+		e.group, e.status, e.err, e.expires = shared.group, shared.status, shared.err, shared.expires
+		e.redirects, e.filled = redirects, true
+		close(e.ready)
+		return body, nil
+	}
 	ttl := c.opts.TTL
 	if err != nil || status >= 500 || status < 200 {
 		// Unreachable: disallow everything for a while, then try again (RFC 9309 §2.3.1.4).
 		status, ttl = 503, min(ttl, time.Hour)
 	}
 	expires := now.Add(ttl)
-	e.err = err
+	e.err, e.redirects = err, redirects
 	if err == nil {
 		c.save(origin, status, body, expires)
-		c.prime(final, origin, status, body, expires)
 	}
 	e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
-	return e, nil
+	return body, nil
 }
 
-// prime caches what a robots.txt fetch for origin found at final, a
-// redirect target, as the robots.txt of final's own origin, when final is
-// that origin's /robots.txt and the cache has no rules for it: a host that
-// redirects to its www. name (or to https) would otherwise have the same
-// file fetched, and archived, twice.
-func (c *Cache) prime(final, origin string, status int, body []byte, expires time.Time) {
-	u, err := url.Parse(final)
-	if err != nil || u.EscapedPath() != "/robots.txt" || u.RawQuery != "" || u.User != nil {
-		return
+// follow fetches origin's robots.txt for e, following redirects. A redirect
+// to another origin's /robots.txt is answered by that origin's entry —
+// fetched once whichever origin asks first, as a host that redirects to its
+// www. name (or to https) would otherwise have the file fetched, and
+// archived, twice — and returned as shared, with its body when this caller
+// fetched it. Past maxRedirects nested fills, redirects are followed
+// without, so that a chain of redirects through many origins costs a
+// bounded number of fetches.
+func (c *Cache) follow(ctx context.Context, origin string, e *entry, level int) (status int, body []byte, redirects int, shared *entry, err error) {
+	u := origin + "/robots.txt"
+	for hop := 0; ; hop++ {
+		status, body, location, err := c.fetch(ctx, u)
+		if err != nil || status < 300 || status >= 400 || location == "" {
+			return status, body, hop, nil, err
+		}
+		if hop == maxRedirects {
+			return 0, nil, hop, nil, fmt.Errorf("robots: more than %d redirects from %s", maxRedirects, origin+"/robots.txt")
+		}
+		if target, ok := robotsOrigin(location); ok && target != origin && level < maxRedirects {
+			if te, body, ok := c.share(ctx, origin, e, target, level); ok {
+				if n := hop + 1 + te.redirects; n > maxRedirects {
+					return 0, nil, n, nil, fmt.Errorf("robots: more than %d redirects from %s", maxRedirects, origin+"/robots.txt")
+				}
+				return 0, body, hop + 1 + te.redirects, te, nil
+			}
+			if err := ctx.Err(); err != nil {
+				return 0, nil, hop, nil, err
+			}
+		}
+		u = location
 	}
-	target := u.Scheme + "://" + u.Host
-	if target == origin || u.Host == "" {
-		return
+}
+
+// robotsOrigin returns the origin whose robots.txt u is, if it is one.
+func robotsOrigin(u string) (string, bool) {
+	p, err := url.Parse(u)
+	if err != nil || p.EscapedPath() != "/robots.txt" || p.RawQuery != "" || p.User != nil || p.Host == "" {
+		return "", false
 	}
+	return p.Scheme + "://" + p.Host, true
+}
+
+// share returns target's entry once filled, filling it if no one has, for
+// origin's fetch (entry e) redirected to target's robots.txt; ok is false
+// when its fetch was abandoned or waiting for it could wait for e itself
+// (origins redirecting to each other): the caller then fetches the
+// redirect itself. body is target's robots.txt when this call fetched it.
+func (c *Cache) share(ctx context.Context, origin string, e *entry, target string, level int) (te *entry, body []byte, ok bool) {
+	now := c.opts.Now()
 	c.mu.Lock()
-	if e := c.hosts[target]; e != nil {
-		c.mu.Unlock()
-		return // fetched, or being fetched, on its own account
+	te = c.hosts[target]
+	ready := false
+	if te != nil {
+		select {
+		case <-te.ready:
+			ready = true
+		default:
+		}
 	}
-	e := &entry{ready: make(chan struct{})}
-	c.hosts[target] = e
+	switch {
+	case te == nil || ready && !now.Before(te.expires):
+		te = &entry{ready: make(chan struct{})}
+		c.hosts[target] = te
+		e.waitsOn = target
+		c.mu.Unlock()
+		body, err := c.fill(ctx, target, te, level+1)
+		c.clearWait(e)
+		return te, body, err == nil
+	case ready:
+		c.mu.Unlock()
+		return te, nil, te.filled
+	}
+	// Waiting for target must not come round to waiting for e. No cycle can
+	// form (this check stops each), so the walk ends; it is bounded anyway.
+	for t, steps := target, 0; t != ""; steps++ {
+		if t == origin || steps == maxRedirects*len(c.hosts) {
+			c.mu.Unlock()
+			return nil, nil, false
+		}
+		next := c.hosts[t]
+		if next == nil {
+			break
+		}
+		t = next.waitsOn
+	}
+	e.waitsOn = target
 	c.mu.Unlock()
-	c.save(target, status, body, expires)
-	e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
+	defer c.clearWait(e)
+	select {
+	case <-te.ready:
+		return te, nil, te.filled
+	case <-ctx.Done():
+		return nil, nil, false
+	}
+}
+
+func (c *Cache) clearWait(e *entry) {
+	c.mu.Lock()
+	e.waitsOn = ""
+	c.mu.Unlock()
 }
 
 func (e *entry) set(status int, body []byte, expires time.Time, maxSize int, userAgent string) {
 	if len(body) > maxSize {
 		body = body[:maxSize]
 	}
-	e.status, e.expires = status, expires
+	e.status, e.expires, e.filled = status, expires, true
 	if status >= 200 && status < 300 {
 		data, err := robotstxt.FromBytes(body)
 		if err != nil {

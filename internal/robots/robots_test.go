@@ -3,6 +3,7 @@ package robots
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -162,30 +163,54 @@ func FuzzCheck(f *testing.F) {
 	})
 }
 
+// fakeWeb serves robots.txt files and redirects between them, counting
+// fetches.
+type fakeWeb struct {
+	mu        sync.Mutex
+	fetched   map[string]int
+	redirects map[string]string
+}
+
+func (w *fakeWeb) fetch(_ context.Context, u string) (int, []byte, string, error) {
+	w.mu.Lock()
+	w.fetched[u]++
+	to, ok := w.redirects[u]
+	w.mu.Unlock()
+	time.Sleep(2 * time.Millisecond) // let concurrent callers pile up
+	if ok {
+		return 301, nil, to, nil
+	}
+	return 200, []byte("User-agent: *\nDisallow: /private\n"), "", nil
+}
+
+func (w *fakeWeb) check(t *testing.T, want map[string]int) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for u, n := range w.fetched {
+		if want[u] != n {
+			t.Errorf("%s fetched %d times, want %d", u, n, want[u])
+		}
+	}
+	for u, n := range want {
+		if w.fetched[u] != n {
+			t.Errorf("%s fetched %d times, want %d", u, w.fetched[u], n)
+		}
+	}
+}
+
 // A robots.txt reached through a redirect to another origin's /robots.txt
-// is that origin's robots.txt too: it is not fetched again for it. A
-// redirect to any other path, or to an origin fetched on its own, primes
-// nothing.
-func TestRedirectTargetIsCachedForItsOrigin(t *testing.T) {
-	var mu sync.Mutex
-	fetched := map[string]int{}
-	redirects := map[string]string{
+// is that origin's robots.txt, fetched once whichever origin asks first. A
+// redirect to any other path is followed as it is.
+func TestRedirectTargetIsFetchedOnce(t *testing.T) {
+	web := &fakeWeb{fetched: map[string]int{}, redirects: map[string]string{
 		"http://a.test/robots.txt":   "http://www.a.test/robots.txt",
 		"http://b.test/robots.txt":   "http://www.b.test/robots.txt?x=1",
 		"http://c.test/robots.txt":   "http://www.c.test/other.txt",
 		"http://d.test/robots.txt":   "https://d.test/robots.txt",
 		"http://old.test/robots.txt": "http://new.test/robots.txt",
-	}
-	fetch := func(_ context.Context, u string) (int, []byte, string, error) {
-		mu.Lock()
-		fetched[u]++
-		mu.Unlock()
-		if to, ok := redirects[u]; ok {
-			u = to
-		}
-		return 200, []byte("User-agent: *\nDisallow: /private\n"), u, nil
-	}
-	c := New(fetch, Options{})
+	}}
+	c := New(web.fetch, Options{})
 	check(t, c, "http://new.test/")
 	for _, u := range []string{"http://a.test/", "http://b.test/", "http://c.test/", "http://d.test/", "http://old.test/"} {
 		check(t, c, u)
@@ -193,25 +218,102 @@ func TestRedirectTargetIsCachedForItsOrigin(t *testing.T) {
 	if d := check(t, c, "http://www.a.test/private"); d.Allowed {
 		t.Error("www.a.test/private allowed; want the redirected robots.txt's rules")
 	}
+	if d := check(t, c, "http://old.test/private"); d.Allowed {
+		t.Error("old.test/private allowed; want the rules of new.test, where its robots.txt redirects")
+	}
 	check(t, c, "https://d.test/")
 	check(t, c, "http://www.b.test/")
 	check(t, c, "http://www.c.test/")
-	check(t, c, "http://new.test/")
-	want := map[string]int{
-		"http://a.test/robots.txt": 1, "http://b.test/robots.txt": 1, "http://c.test/robots.txt": 1,
-		"http://d.test/robots.txt": 1, "http://old.test/robots.txt": 1, "http://new.test/robots.txt": 1,
-		"http://www.b.test/robots.txt": 1, "http://www.c.test/robots.txt": 1,
+	web.check(t, map[string]int{
+		"http://a.test/robots.txt": 1, "http://www.a.test/robots.txt": 1,
+		"http://b.test/robots.txt": 1, "http://www.b.test/robots.txt?x=1": 1, "http://www.b.test/robots.txt": 1,
+		"http://c.test/robots.txt": 1, "http://www.c.test/other.txt": 1, "http://www.c.test/robots.txt": 1,
+		"http://d.test/robots.txt": 1, "https://d.test/robots.txt": 1,
+		"http://old.test/robots.txt": 1, "http://new.test/robots.txt": 1,
+	})
+}
+
+// Hosts and their www. names checked at once, in any order, fetch each
+// robots.txt once; origins redirecting to each other, or too far, do not
+// hang: their robots.txt is unreachable.
+func TestRedirectsUnderConcurrency(t *testing.T) {
+	web := &fakeWeb{fetched: map[string]int{}, redirects: map[string]string{
+		"http://e.test/robots.txt":  "http://www.e.test/robots.txt",
+		"http://f.test/robots.txt":  "https://f.test/robots.txt",
+		"https://f.test/robots.txt": "https://www.f.test/robots.txt",
+		"http://x.test/robots.txt":  "http://y.test/robots.txt",
+		"http://y.test/robots.txt":  "http://x.test/robots.txt",
+	}}
+	const chain = 50 // origins each redirecting to the next one's robots.txt
+	for i := range chain {
+		web.redirects[fmt.Sprintf("http://c%d.test/robots.txt", i)] = fmt.Sprintf("http://c%d.test/robots.txt", i+1)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for u, n := range fetched {
-		if want[u] != n {
-			t.Errorf("%s fetched %d times, want %d", u, n, want[u])
+	c := New(web.fetch, Options{})
+	urls := []string{"http://e.test/", "http://www.e.test/", "http://f.test/", "https://f.test/", "https://www.f.test/", "http://x.test/", "http://y.test/", "http://c0.test/"}
+	var wg sync.WaitGroup
+	decisions := make([]Decision, len(urls)*4)
+	for i := range decisions {
+		wg.Go(func() { decisions[i] = check(t, c, urls[(i*5)%len(urls)]) })
+	}
+	wg.Wait()
+	for i, d := range decisions {
+		u := urls[(i*5)%len(urls)]
+		unreachable := strings.Contains(u, "x.test") || strings.Contains(u, "y.test") || strings.Contains(u, "c0.test")
+		if d.Allowed == unreachable {
+			t.Errorf("%s: %+v", u, d)
 		}
 	}
-	for u, n := range want {
-		if fetched[u] != n {
-			t.Errorf("%s fetched %d times, want %d", u, fetched[u], n)
+	web.mu.Lock()
+	defer web.mu.Unlock()
+	for _, u := range []string{"http://e.test/robots.txt", "http://www.e.test/robots.txt", "http://f.test/robots.txt", "https://f.test/robots.txt", "https://www.f.test/robots.txt"} {
+		if web.fetched[u] != 1 {
+			t.Errorf("%s fetched %d times, want once", u, web.fetched[u])
 		}
+	}
+	// However many origins a chain of redirects goes through, one check
+	// follows it only so far: nested fills, then redirects of the last.
+	fetched := 0
+	for i := range chain + 1 {
+		fetched += web.fetched[fmt.Sprintf("http://c%d.test/robots.txt", i)]
+	}
+	if most := 2 * (maxRedirects + 1); fetched > most {
+		t.Errorf("a chain of %d redirects cost %d fetches, want at most %d", chain, fetched, most)
+	}
+}
+
+// A caller waiting for another's fetch of the same robots.txt, which that
+// caller gave up (its context ended), fetches it itself rather than take
+// the abandoned entry as an unreachable robots.txt.
+func TestAbandonedFetchIsRetried(t *testing.T) {
+	var calls atomic.Int64
+	started := make(chan struct{})
+	fetch := func(ctx context.Context, u string) (int, []byte, string, error) {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-ctx.Done()
+			return 0, nil, "", ctx.Err()
+		}
+		return 200, []byte("User-agent: *\nDisallow: /private\n"), "", nil
+	}
+	c := New(fetch, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Check(ctx, "http://a.test/")
+		first <- err
+	}()
+	<-started
+	second := make(chan Decision, 1)
+	go func() { second <- check(t, c, "http://a.test/private") }()
+	time.Sleep(20 * time.Millisecond) // the second caller waits for the first's fetch
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Errorf("the cancelled caller: %v", err)
+	}
+	if d := <-second; d.Allowed || d.Reason != "disallowed by robots.txt" {
+		t.Errorf("the waiting caller: %+v; want the rules, fetched again", d)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d fetches, want 2", n)
 	}
 }
