@@ -100,6 +100,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if s.Missing > 0 {
 		fmt.Fprintf(stderr, "warning: %d revisit records refer to payloads that are not in the archive; they will not replay\n", s.Missing)
 	}
+	if s.Incomplete > 0 {
+		fmt.Fprintf(stderr, "warning: %d captures are in it without their request or metadata records, which could not be read; the first: %s\n", s.Incomplete, s.FirstIncomplete)
+	}
 	if s.Unreadable > 0 {
 		return fmt.Errorf("%s is written, but without %d captures whose records could not be read (damaged, or on a node that could not be reached); the first: %s", *out, s.Unreadable, s.FirstError)
 	}

@@ -175,11 +175,14 @@ func (l *Local) Member(_ context.Context, c index.Capture) ([]byte, error) {
 	if c.Length <= 0 || c.Offset < 0 {
 		return nil, fmt.Errorf("archive: record of %.200q: no location", c.URLKey)
 	}
-	f, _, err := l.openSegment(c.Segment)
+	f, size, err := l.openSegment(c.Segment)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if c.Offset > size || c.Length > size-c.Offset {
+		return nil, fmt.Errorf("archive: record of %.200q at %d+%d runs past the end of %s (%d bytes)", c.URLKey, c.Offset, c.Length, c.Segment, size)
+	}
 	b := make([]byte, c.Length)
 	if _, err := f.ReadAt(b, c.Offset); err != nil {
 		return nil, fmt.Errorf("archive: %s at %d: %w", c.Segment, c.Offset, err)

@@ -364,8 +364,8 @@ func openSegment(l *Local, w http.ResponseWriter, what, seg string, off, length 
 // Bounds on a companions answer: a capture's request and metadata
 // records are small, and there are two of them.
 const (
-	maxCompanions     = 8
-	maxCompanionBlock = 1 << 20
+	maxCompanions     = 4
+	maxCompanionBlock = 4 << 20
 )
 
 func serveCompanions(l *Local, w http.ResponseWriter, r *http.Request, v url.Values) {
@@ -399,7 +399,7 @@ func serveWarcinfo(l *Local, w http.ResponseWriter, r *http.Request, v url.Value
 		http.Error(w, "archive: warcinfo: want one parameter, segment, the base name of a .warc.gz file", http.StatusBadRequest)
 		return
 	}
-	f, size, ok := openSegment(l, w, "warcinfo", seg, 0, 1)
+	f, size, ok := openSegment(l, w, "warcinfo", seg, 0, 0)
 	if !ok {
 		return
 	}

@@ -114,6 +114,18 @@ func (n *Network) Range(ctx context.Context, lo, hi string, reverse bool, fn fun
 	return n.merge(ctx, q, fn)
 }
 
+// Gather calls fn for each capture whose URL key k satisfies lo <= k < hi
+// (hi empty: no upper bound), by key then time, from every live node, as
+// Range does for a range that spans sites: within one site too it does not
+// stop at the owner's answer. It is for reading a range whole (an export),
+// not fast.
+func (n *Network) Gather(ctx context.Context, lo, hi string, reverse bool, fn func(index.Capture) (bool, error)) error {
+	if hi != "" && lo >= hi {
+		return nil
+	}
+	return n.merge(ctx, query{lo: lo, hi: hi, reverse: reverse}, fn)
+}
+
 // lookup answers q, whose keys are all of site, from the site's owner if it
 // has any capture for q, and otherwise from every other live node.
 func (n *Network) lookup(ctx context.Context, site string, q query, fn func(index.Capture) (bool, error)) error {
@@ -393,8 +405,8 @@ func (n *Network) framed(ctx context.Context, id, path string, params url.Values
 // decodeCompanions reads a companions answer and checks each member.
 func decodeCompanions(body []byte, id string) ([][]byte, error) {
 	return decodeFrames(body, func(rec *warc.Record) error {
-		if rec.Header.Get("WARC-Concurrent-To") != id {
-			return fmt.Errorf("record %.100s is not concurrent to %s", rec.ID(), id)
+		if !warc.IsCompanion(&rec.Header, id) {
+			return fmt.Errorf("record %.100s is not a request or metadata record concurrent to %s", rec.ID(), id)
 		}
 		return nil
 	})

@@ -906,6 +906,30 @@ func (cl *cluster) calls() []int64 {
 	return c
 }
 
+// Gather reads a one-site range whole, from every node, where Range takes
+// the answer of an owner holding some captures as it stands.
+func TestGather(t *testing.T) {
+	var log bytes.Buffer
+	cl, _ := movedCluster(t, &log)
+	cl.owners[urlkey.Site("http://a.test/")] = 1 // holds one capture of the site; the others hold more
+	net := cl.network(cl.nodes[0], nil)
+	ctx := context.Background()
+	lo, hi := "test,a)/", "test,a)0"
+	want := cl.union(t, lo, hi)
+	r := all(t, func(fn func(index.Capture) (bool, error)) error { return net.Range(ctx, lo, hi, false, fn) })
+	if len(r) == 0 || len(r) >= len(want) {
+		t.Fatalf("fixture: Range from the owner gives %d of the %d captures the nodes hold; the test needs fewer", len(r), len(want))
+	}
+	g := all(t, func(fn func(index.Capture) (bool, error)) error { return net.Gather(ctx, lo, hi, false, fn) })
+	if !reflect.DeepEqual(g, want) {
+		t.Errorf("Gather(%s, %s):\n got %+v\nwant %+v", lo, hi, g, want)
+	}
+	rev := all(t, func(fn func(index.Capture) (bool, error)) error { return net.Gather(ctx, lo, hi, true, fn) })
+	if len(rev) != len(want) || !reflect.DeepEqual(rev[0], want[len(want)-1]) {
+		t.Errorf("Gather reversed: %+v", rev)
+	}
+}
+
 func TestCapturesElsewhere(t *testing.T) {
 	var log bytes.Buffer
 	cl, net := movedCluster(t, &log)
@@ -989,6 +1013,7 @@ func TestCapturesElsewhere(t *testing.T) {
 	if after := cl.calls(); after[0] != before[0] || after[1]-before[1] != 1 || after[2] != before[2] || after[3] != before[3] {
 		t.Errorf("requests with owners holding captures: %v then %v", before, after)
 	}
+
 	if log.Len() != 0 {
 		t.Errorf("logged with every node up:\n%s", log.String())
 	}

@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -17,7 +18,10 @@ func (l *Local) scan() *warc.MemberReader {
 
 // companionsIn finds the companions of the record at loc, whose ID is id,
 // in f, its segment of size bytes: the members right after it whose
-// records are concurrent to it (WARC-Concurrent-To) and small.
+// records are its request and metadata records (warc.IsCompanion), up to
+// the metadata record, which the crawler and Heritrix write last. A
+// companion too large to pass between nodes (maxCompanionBlock) is an
+// error, not left out unsaid.
 func (l *Local) companionsIn(f io.ReaderAt, size int64, loc warc.Location, id string) ([]warc.Location, error) {
 	pos := loc.Offset + loc.Length
 	if pos > size {
@@ -28,15 +32,21 @@ func (l *Local) companionsIn(f io.ReaderAt, size int64, loc warc.Location, id st
 	var locs []warc.Location
 	for len(locs) < maxCompanions && pos < size {
 		h, err := m.Open(f, pos, size-pos)
-		if err != nil || h.Get("WARC-Concurrent-To") != id {
+		if err != nil || !warc.IsCompanion(&h, id) {
 			break // the end, damage, or a record of another capture
 		}
 		n, err := m.Finish(maxCompanionBlock)
+		if errors.Is(err, warc.ErrBlockTooLarge) {
+			return locs, fmt.Errorf("archive: the %s record of %s at %d in %s is larger than %d bytes", h.Get("WARC-Type"), id, pos, loc.Segment, maxCompanionBlock)
+		}
 		if err != nil {
-			break // too large to be a companion, or damaged
+			break // damaged: what came before it stands
 		}
 		locs = append(locs, warc.Location{Segment: loc.Segment, Offset: pos, Length: n})
 		pos += n
+		if h.Get("WARC-Type") == warc.TypeMetadata {
+			break
+		}
 	}
 	return locs, nil
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/waggle-archive/waggle/internal/archive"
+	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/wacz"
 )
 
@@ -52,7 +54,7 @@ func (n *Node) serveExport(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Trailer", exportStatsTrailer+", "+exportErrorTrailer)
 	out := &startedWriter{w: w}
-	s, err := wacz.Export(r.Context(), out, wacz.Source{Archive: n.arc, TempDir: n.cfg.Crawl.Data}, sel)
+	s, err := wacz.Export(r.Context(), out, wacz.Source{Archive: n.exported, TempDir: n.cfg.Crawl.Data}, sel)
 	if err != nil && !out.started {
 		w.Header().Del("Trailer")
 		status := http.StatusInternalServerError
@@ -68,6 +70,16 @@ func (n *Node) serveExport(w http.ResponseWriter, r *http.Request) {
 	}
 	js, _ := json.Marshal(s)
 	w.Header().Set(exportStatsTrailer, string(js))
+}
+
+// exportedNetwork is the network's archive as an export reads it: a range,
+// even within one site, is gathered from every node, not answered by the
+// site's owner alone, so that captures still held elsewhere (made while the
+// owner was away, on a previous owner) are exported too.
+type exportedNetwork struct{ *archive.Network }
+
+func (a exportedNetwork) Range(ctx context.Context, lo, hi string, reverse bool, fn func(index.Capture) (bool, error)) error {
+	return a.Gather(ctx, lo, hi, reverse, fn)
 }
 
 // startedWriter notes whether anything was written: until then an error can
@@ -119,12 +131,15 @@ func Export(ctx context.Context, data string, sel wacz.Selection, w io.Writer) (
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		err := fmt.Errorf("the node refused: %s", strings.TrimSpace(string(msg)))
-		if resp.StatusCode == http.StatusNotFound {
-			err = fmt.Errorf("%w (the node says: %s)", wacz.ErrNoCaptures, strings.TrimSpace(string(msg)))
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		msg := strings.TrimSpace(string(b))
+		switch {
+		case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(msg, wacz.ErrNoCaptures.Error()):
+			return wacz.Stats{}, wacz.ErrNoCaptures
+		case resp.StatusCode == http.StatusNotFound:
+			return wacz.Stats{}, fmt.Errorf("the node running on %s does not export (%s); is it an older waggle? Stop it to export its data directory", data, msg)
 		}
-		return wacz.Stats{}, err
+		return wacz.Stats{}, fmt.Errorf("the node refused: %s", msg)
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return wacz.Stats{}, fmt.Errorf("export through the node: %w", err)

@@ -107,8 +107,11 @@ type Node struct {
 	db    *pebble.DB
 	crawl *crawl.Crawler
 	local *archive.Local
-	arc   wacz.Archive // this node's archive, or the network's when it is in one
-	start time.Time
+	arc   archive.Archive // this node's archive, or the network's when it is in one
+	// exported is what an export reads: arc, with ranges gathered from
+	// every node of a network.
+	exported wacz.Archive
+	start    time.Time
 
 	// Listeners, opened by Open so that their addresses are known at once.
 	peerLn, uiLn, contentLn net.Listener
@@ -192,7 +195,7 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	n.local = archive.NewLocal(index.New(n.db), filepath.Join(cfg.Crawl.Data, "warc"))
-	n.arc = n.local
+	n.arc, n.exported = n.local, n.local
 	if n.admin, err = listenAdmin(cfg.Crawl.Data); err != nil {
 		return nil, err
 	}
@@ -325,7 +328,7 @@ func (n *Node) openNetwork(ctx context.Context) error {
 		Members: n.liveNodes,
 		Logger:  n.log,
 	})
-	n.arc = n.net
+	n.arc, n.exported = n.net, exportedNetwork{n.net}
 	n.budget = antientropy.NewBudget(cfg.RepairRate)
 	n.past.changed(n.members.Ring(), n.ID(), time.Now())
 	return nil

@@ -56,14 +56,22 @@ type Stats struct {
 	// FirstError says why for the first of them.
 	Unreadable int
 	FirstError string
-	Records    int   // WARC records written: captures, their request and metadata records, warcinfo records
-	Pages      int   // lines of pages.jsonl
-	WARCBytes  int64 // size of the WARC file
+	// Incomplete counts the captures written without their request and
+	// metadata records, which could not be read (or are too large to
+	// pass between nodes); FirstIncomplete says why for the first.
+	Incomplete      int
+	FirstIncomplete string
+	Records         int   // WARC records written: captures, their request and metadata records, warcinfo records
+	Pages           int   // lines of pages.jsonl
+	WARCBytes       int64 // size of the WARC file
 }
 
 // ErrNoCaptures reports a selection that matches nothing: there would be no
 // WARC data to put in the WACZ.
 var ErrNoCaptures = errors.New("wacz: no capture matches the selection")
+
+// ErrUnreadable reports a selection whose captures all failed to be read.
+var ErrUnreadable = errors.New("wacz: no capture could be read")
 
 // Export writes a WACZ of the selected captures to w: archive/data.warc.gz,
 // indexes/index.cdxj, pages/pages.jsonl, datapackage.json and
@@ -128,6 +136,9 @@ func Export(ctx context.Context, w io.Writer, src Source, sel Selection) (Stats,
 	if err != nil {
 		return e.stats, err
 	}
+	if e.stats.Captures == 0 && e.stats.Unreadable > 0 {
+		return e.stats, fmt.Errorf("%w: none of the %d captures selected could be read; the first: %s", ErrUnreadable, e.stats.Unreadable, e.stats.FirstError)
+	}
 	if e.stats.Captures == 0 {
 		return e.stats, ErrNoCaptures
 	}
@@ -150,6 +161,9 @@ func Export(ctx context.Context, w io.Writer, src Source, sel Selection) (Stats,
 	})
 	if err != nil {
 		return e.stats, err
+	}
+	if err := ctx.Err(); err != nil {
+		return e.stats, err // a record read may have been cut short by it and left out
 	}
 	e.stats.WARCBytes = e.out.n
 	resources := []Resource{e.out.resource(pathWARC)}
@@ -309,6 +323,12 @@ func (e *exporter) copyCapture(f *fetched) (index.Capture, error) {
 	if err := e.warcinfo(f.c); err != nil {
 		return index.Capture{}, err
 	}
+	if f.companionsErr != nil {
+		if e.stats.Incomplete == 0 {
+			e.stats.FirstIncomplete = fmt.Sprintf("%s at %s: %v", f.c.URL, f.c.Timestamp14(), f.companionsErr)
+		}
+		e.stats.Incomplete++
+	}
 	off := e.out.n
 	for _, m := range append([][]byte{f.member}, f.companions...) {
 		if _, err := e.out.Write(m); err != nil {
@@ -328,10 +348,13 @@ func (e *exporter) warcinfo(c index.Capture) error {
 	if e.seenSegs[k] {
 		return nil
 	}
-	e.seenSegs[k] = true
 	info, err := e.src.Archive.Warcinfo(e.ctx, c)
-	if err != nil || info == nil {
-		return e.ctx.Err() // without it the records still replay
+	if err != nil {
+		return e.ctx.Err() // without it the records still replay; the next record of the segment tries again
+	}
+	e.seenSegs[k] = true
+	if info == nil {
+		return nil
 	}
 	if _, err := e.out.Write(info); err != nil {
 		return fmt.Errorf("wacz: %w", err)

@@ -812,3 +812,61 @@ func (w *cancellingWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// failing is an archive whose records, or whose companions, cannot be
+// read; reading companions may cancel the export as well.
+type failing struct {
+	wacz.Archive
+	member, companions error
+	cancel             func()
+}
+
+func (a failing) Member(ctx context.Context, c index.Capture) ([]byte, error) {
+	if a.member != nil {
+		return nil, a.member
+	}
+	return a.Archive.Member(ctx, c)
+}
+
+func (a failing) Companions(ctx context.Context, c index.Capture) ([][]byte, error) {
+	if a.cancel != nil {
+		a.cancel()
+		return nil, ctx.Err()
+	}
+	if a.companions != nil {
+		return nil, a.companions
+	}
+	return a.Archive.Companions(ctx, c)
+}
+
+// What cannot be read is said: captures whose companions fail are written
+// without them and counted; a selection none of whose records can be read
+// is an error of its own, not "no capture matches"; an export cancelled
+// while reading companions fails.
+func TestExportSaysWhatItCouldNotRead(t *testing.T) {
+	data := fixture(t)
+	sel := wacz.Selection{Host: urlkey.Host(allCaptures(t, data)[0].URL)}
+	db, err := crawl.OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	local := archive.NewLocal(index.New(db), filepath.Join(data, "warc"))
+
+	gone := errors.New("the peer went away")
+	s, err := wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, companions: gone}, TempDir: t.TempDir()}, sel)
+	if err != nil || s.Captures == 0 || s.Incomplete != s.Captures+s.Originals || !strings.Contains(s.FirstIncomplete, gone.Error()) {
+		t.Errorf("companions failing: %+v, %v; want every capture written and counted incomplete", s, err)
+	}
+
+	s, err = wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, member: gone}, TempDir: t.TempDir()}, sel)
+	if !errors.Is(err, wacz.ErrUnreadable) || errors.Is(err, wacz.ErrNoCaptures) || !strings.Contains(err.Error(), gone.Error()) || s.Unreadable == 0 {
+		t.Errorf("no record readable: %+v, %v", s, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if s, err := wacz.Export(ctx, io.Discard, wacz.Source{Archive: failing{Archive: local, cancel: cancel}, TempDir: t.TempDir()}, sel); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled while reading companions: %+v, %v", s, err)
+	}
+}

@@ -28,6 +28,8 @@ type fetched struct {
 	member     []byte
 	companions [][]byte
 	err        error // member could not be read
+	// companionsErr says why its request and metadata records could not be.
+	companionsErr error
 
 	// For a selected revisit: the capture holding its payload.
 	original    index.Capture
@@ -98,7 +100,10 @@ func (e *exporter) read(ctx context.Context, f *fetched, mr *warc.MemberReader) 
 		return
 	}
 	// Without them the capture still goes, as the record that matters.
-	f.companions, _ = e.src.Archive.Companions(ctx, f.c)
+	if f.companions, f.companionsErr = e.src.Archive.Companions(ctx, f.c); ctx.Err() != nil {
+		f.err = ctx.Err()
+		return
+	}
 	if !f.selected {
 		return
 	}

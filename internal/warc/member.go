@@ -2,10 +2,12 @@ package warc
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 
 	"github.com/klauspost/compress/gzip"
 )
@@ -15,9 +17,11 @@ import (
 // from its header costs the header's decompression, not the block's. It
 // reuses its buffers from member to member; the zero MemberReader is ready.
 type MemberReader struct {
-	gz  *gzip.Reader
-	src countingReader
-	br  *bufio.Reader
+	gz     *gzip.Reader
+	src    countingReader
+	br     *bufio.Reader
+	length int64 // the open record's Content-Length
+	read   int64 // bytes of its block read so far
 }
 
 // ErrBlockTooLarge reports a record whose block is larger than Finish was
@@ -53,31 +57,46 @@ func (m *MemberReader) Open(ra io.ReaderAt, off, limit int64) (Header, error) {
 	if err != nil {
 		return h, fmt.Errorf("warc: record header at offset %d: %w", off, err)
 	}
+	m.read = 0
+	m.length, err = strconv.ParseInt(h.Get("Content-Length"), 10, 64)
+	if err != nil || m.length < 0 {
+		return h, fmt.Errorf("warc: record at offset %d: bad Content-Length %s", off, quote(h.Get("Content-Length")))
+	}
 	return h, nil
 }
 
 // ReadBlock appends up to n more bytes of the open record's block to buf;
 // fewer at the block's end.
 func (m *MemberReader) ReadBlock(buf []byte, n int) ([]byte, error) {
+	n = int(min(int64(n), m.length-m.read))
 	have := len(buf)
 	buf = slices.Grow(buf, n)[:have+n]
 	k, err := io.ReadFull(m.br, buf[have:])
+	m.read += int64(k)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return buf[:have+k], err
 	}
 	return buf[:have+k], nil
 }
 
-// Finish reads the rest of the open member, checking its CRC, and returns
-// the member's compressed length. A block of more than maxBlock bytes is
-// not read to its end: ErrBlockTooLarge.
+// Finish reads the rest of the open member — the block, of the length the
+// header gives, its closing CRLF CRLF and nothing more — checking its CRC,
+// and returns the member's compressed length. A block of more than
+// maxBlock bytes is not read: ErrBlockTooLarge.
 func (m *MemberReader) Finish(maxBlock int64) (int64, error) {
-	n, err := io.Copy(io.Discard, io.LimitReader(m.br, maxBlock+1))
-	switch {
-	case err != nil:
-		return 0, err
-	case n > maxBlock:
+	if m.length > maxBlock {
 		return 0, ErrBlockTooLarge
+	}
+	if n, err := io.CopyN(io.Discard, m.br, m.length-m.read); err != nil {
+		return 0, fmt.Errorf("warc: content block cut off after %d of %d bytes: %w", m.read+n, m.length, unexpected(err))
+	}
+	// At most a few line ends may follow (LF alone tolerated, as Reader does).
+	rest, err := io.ReadAll(io.LimitReader(m.br, 9))
+	if err != nil {
+		return 0, err
+	}
+	if len(rest) > 8 || len(bytes.Trim(rest, "\r\n")) > 0 {
+		return 0, errors.New("warc: the gzip member holds more than one record")
 	}
 	return m.src.n, nil
 }

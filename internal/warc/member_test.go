@@ -2,6 +2,7 @@ package warc
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"os"
 	"testing"
@@ -62,5 +63,19 @@ func TestMemberReader(t *testing.T) {
 	}
 	if _, err := m.Open(ra, big.Offset+1, big.Length); err == nil {
 		t.Error("a member opened one byte past its start")
+	}
+
+	// A record whose Content-Length is longer than its block, or shorter.
+	for _, tc := range []struct{ claimed, block string }{{"500", "short"}, {"2", "longer"}} {
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		zw.Write([]byte("WARC/1.1\r\nWARC-Type: request\r\nContent-Length: " + tc.claimed + "\r\n\r\n" + tc.block + "\r\n\r\n"))
+		zw.Close()
+		if _, err := m.Open(bytes.NewReader(gz.Bytes()), 0, int64(gz.Len())); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := m.Finish(1 << 20); err == nil {
+			t.Errorf("Content-Length %s for a block of %d bytes: read as a member of %d bytes", tc.claimed, len(tc.block), n)
+		}
 	}
 }

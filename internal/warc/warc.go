@@ -73,6 +73,26 @@ func (h *Header) Get(name string) string {
 	return ""
 }
 
+// Has reports whether a field called name has exactly value (fields such
+// as WARC-Concurrent-To may repeat).
+func (h *Header) Has(name, value string) bool {
+	for _, f := range h.fields {
+		if strings.EqualFold(f.Name, name) && f.Value == value {
+			return true
+		}
+	}
+	return false
+}
+
+// IsCompanion reports whether a record with header h belongs to the
+// capture whose record ID is id, as the crawler and Heritrix write one: a
+// request or metadata record concurrent to it (WARC-Concurrent-To). A
+// record without an ID has no companions.
+func IsCompanion(h *Header, id string) bool {
+	typ := h.Get("WARC-Type")
+	return id != "" && (typ == TypeRequest || typ == TypeMetadata) && h.Has("WARC-Concurrent-To", id)
+}
+
 // Set replaces the value of the field called name, removing any repetitions
 // of it, or appends the field if the header has none.
 func (h *Header) Set(name, value string) {
