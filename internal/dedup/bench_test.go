@@ -41,3 +41,35 @@ func BenchmarkHandOver(b *testing.B) {
 	b.ReportMetric(float64(moved)/b.Elapsed().Seconds(), "entries/s")
 	b.ReportMetric(float64(moved)/float64(b.N), "entries/op")
 }
+
+// BenchmarkLookup measures the owner's side of the content-seen test:
+// batches of MaxEntries digests, half of them registered, against a
+// registry of 100,000 entries.
+func BenchmarkLookup(b *testing.B) {
+	const entries = 100_000
+	net := newFakeNet(b, "a")
+	reg := net.regs["a"]
+	refs := make([]Ref, entries)
+	for i := range refs {
+		refs[i] = ref(2*i, 1) // even numbers registered
+	}
+	for i := 0; i < entries; i += MaxEntries {
+		if _, err := reg.Register(refs[i:min(i+MaxEntries, entries)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	batch := make([]string, MaxEntries)
+	asked, start := 0, 0
+	for b.Loop() {
+		for i := range batch {
+			batch[i] = ref((start+i*7919)%(2*entries), 1).Digest // spread over the registry, half odd
+		}
+		start++
+		found, err := reg.Lookup(batch)
+		if err != nil || len(found) == 0 {
+			b.Fatal(len(found), err)
+		}
+		asked += len(batch)
+	}
+	b.ReportMetric(float64(asked)/b.Elapsed().Seconds(), "digests/s")
+}

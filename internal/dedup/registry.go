@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -45,31 +46,67 @@ func NewRegistry(db *pebble.DB) *Registry { return &Registry{db: db} }
 // Lookup returns the Refs of those of digests that are registered, in the
 // order of digests, one per distinct digest.
 func (r *Registry) Lookup(digests []string) ([]Ref, error) {
+	refs := make([]Ref, len(digests))
+	has := make([]bool, len(digests))
+	err := r.read(len(digests), func(i int) string { return digests[i] }, func(i int, ref Ref, ok bool) error {
+		refs[i], has[i] = ref, ok
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	var found []Ref
-	for i, d := range digests {
-		if dupBefore(digests, i) {
-			continue
-		}
-		ref, ok, err := r.get(r.db, d)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			found = append(found, ref)
+	for i := range digests {
+		if has[i] {
+			found = append(found, refs[i])
 		}
 	}
 	return found, nil
 }
 
-// dupBefore reports whether digests[i] occurs before i. Lists are short
-// (a batch), and most have no repeats.
-func dupBefore(digests []string, i int) bool {
-	for _, d := range digests[:i] {
-		if d == digests[i] {
-			return true
+// read reads the entries of n digests (digest(i) the i-th) with one
+// iterator, in key order — a Get each would cost an iterator each — and
+// calls fn once per distinct digest, with the index of its first
+// occurrence, its Ref and whether it is registered. An entry that cannot
+// be decoded (a corrupt disk) counts as absent, so that lookups of it miss
+// and the next registration of the digest overwrites it: it costs a
+// duplicate, where an error would fail every request that asks about it.
+func (r *Registry) read(n int, digest func(int) string, fn func(i int, ref Ref, ok bool) error) error {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(digest(a), digest(b)) })
+	it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: []byte(keyPrefix), UpperBound: prefixEnd(keyPrefix)})
+	if err != nil {
+		return fmt.Errorf("dedup: reading the registry: %w", err)
+	}
+	defer it.Close()
+	var key []byte
+	for k, i := range order {
+		d := digest(i)
+		if k > 0 && digest(order[k-1]) == d {
+			continue // the first occurrence was answered
+		}
+		key = append(append(key[:0], keyPrefix...), d...)
+		var ref Ref
+		ok := it.SeekGE(key) && bytes.Equal(it.Key(), key)
+		if ok {
+			reg, err := decodeEntry(d, it.Value())
+			if err != nil {
+				r.corrupt.Add(1)
+				ok = false
+			}
+			ref = reg.Ref
+		}
+		if err := fn(i, ref, ok); err != nil {
+			return err
 		}
 	}
-	return false
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("dedup: reading the registry: %w", err)
+	}
+	return nil
 }
 
 // Register records each of refs whose digest is not registered yet; the
@@ -95,23 +132,19 @@ func (r *Registry) register(regs []registration) (added int, err error) {
 	defer r.mu.Unlock()
 	b := r.db.NewBatch()
 	defer b.Close()
-	seen := make(map[string]bool, len(regs))
-	for _, reg := range regs {
-		if seen[reg.Digest] {
-			continue
-		}
-		seen[reg.Digest] = true
-		current, ok, err := r.get(r.db, reg.Digest)
-		if err != nil {
-			return 0, err
-		}
+	err = r.read(len(regs), func(i int) string { return regs[i].Digest }, func(i int, current Ref, ok bool) error {
+		reg := regs[i]
 		if ok && (reg.replaces == "" || current.RecordID != reg.replaces) {
-			continue
+			return nil
 		}
 		if err := b.Set([]byte(keyPrefix+reg.Digest), encodeEntry(reg), nil); err != nil {
-			return 0, fmt.Errorf("dedup: staging %s: %w", reg.Digest, err)
+			return fmt.Errorf("dedup: staging %s: %w", reg.Digest, err)
 		}
 		added++
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	if added == 0 {
 		return 0, nil
@@ -209,27 +242,6 @@ func (r *Registry) remove(entries []entry) (int, error) {
 		return 0, fmt.Errorf("dedup: removing entries: %w", err)
 	}
 	return removed, nil
-}
-
-// get returns the entry of digest. An entry that cannot be decoded (a
-// corrupt disk) counts as absent, so that lookups of it miss and the next
-// registration of the digest overwrites it: it costs a duplicate, where
-// an error would fail every request that asks about the digest.
-func (r *Registry) get(db pebble.Reader, digest string) (Ref, bool, error) {
-	v, closer, err := db.Get([]byte(keyPrefix + digest))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return Ref{}, false, nil
-	}
-	if err != nil {
-		return Ref{}, false, fmt.Errorf("dedup: reading %s: %w", digest, err)
-	}
-	defer closer.Close()
-	reg, err := decodeEntry(digest, v)
-	if err != nil {
-		r.corrupt.Add(1)
-		return Ref{}, false, nil
-	}
-	return reg.Ref, true, nil
 }
 
 // CorruptEntries counts the entries found unreadable since the registry
