@@ -145,40 +145,40 @@ func (c *Cache) entry(ctx context.Context, origin string) (*entry, error) {
 	e = &entry{ready: make(chan struct{})}
 	c.hosts[origin] = e
 	c.mu.Unlock()
-	if _, err := c.fill(ctx, origin, e, 0); err != nil {
+	if err := c.fill(ctx, origin, e, 0); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-// fill fetches origin's robots.txt into e, which this caller made, and
-// returns its body when it has it (not when the rules came from another
-// origin's entry). level counts the fills this one is nested in, each for
-// an origin redirected to the next one's robots.txt. The only error is
-// ctx's: e is then dropped, and its waiters find it not filled.
-func (c *Cache) fill(ctx context.Context, origin string, e *entry, level int) ([]byte, error) {
+// fill fetches origin's robots.txt into e, which this caller made. level
+// counts the fills this one is nested in, each for an origin redirected to
+// the next one's robots.txt. The only error is ctx's: e is then dropped,
+// and its waiters find it not filled.
+func (c *Cache) fill(ctx context.Context, origin string, e *entry, level int) error {
 	now := c.opts.Now()
 	if status, body, expires, ok := c.load(origin, now); ok {
 		e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
-		return body, nil
+		return nil
 	}
-	status, body, redirects, shared, err := c.follow(ctx, origin, e, level)
+	status, body, redirects, shared, target, err := c.follow(ctx, origin, e, level)
 	if err != nil && ctx.Err() != nil {
 		c.mu.Lock()
 		delete(c.hosts, origin)
 		c.mu.Unlock()
 		close(e.ready) // waiters re-check ctx or refetch
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	if shared != nil {
-		// Redirected to an origin whose robots.txt is known: the same rules.
-		if body != nil {
-			c.save(origin, shared.status, body, shared.expires)
+		// Redirected to an origin whose robots.txt is known: the same rules,
+		// kept for origin too, so that a restart does not fetch the redirect.
+		if status, body, expires, ok := c.load(target, now); ok {
+			c.save(origin, status, body, expires)
 		}
 		e.group, e.status, e.err, e.expires = shared.group, shared.status, shared.err, shared.expires
 		e.redirects, e.filled = redirects, true
 		close(e.ready)
-		return body, nil
+		return nil
 	}
 	ttl := c.opts.TTL
 	if err != nil || status >= 500 || status < 200 {
@@ -191,36 +191,38 @@ func (c *Cache) fill(ctx context.Context, origin string, e *entry, level int) ([
 		c.save(origin, status, body, expires)
 	}
 	e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
-	return body, nil
+	return nil
 }
 
 // follow fetches origin's robots.txt for e, following redirects. A redirect
 // to another origin's /robots.txt is answered by that origin's entry —
 // fetched once whichever origin asks first, as a host that redirects to its
 // www. name (or to https) would otherwise have the file fetched, and
-// archived, twice — and returned as shared, with its body when this caller
-// fetched it. Past maxRedirects nested fills, redirects are followed
-// without, so that a chain of redirects through many origins costs a
-// bounded number of fetches.
-func (c *Cache) follow(ctx context.Context, origin string, e *entry, level int) (status int, body []byte, redirects int, shared *entry, err error) {
+// archived, twice — and returned as shared, with the origin it is of. Past
+// maxRedirects nested fills, redirects are followed without, so that a
+// chain of redirects through many origins costs a bounded number of
+// fetches.
+func (c *Cache) follow(ctx context.Context, origin string, e *entry, level int) (status int, body []byte, redirects int, shared *entry, target string, err error) {
 	u := origin + "/robots.txt"
 	for hop := 0; ; hop++ {
 		status, body, location, err := c.fetch(ctx, u)
 		if err != nil || status < 300 || status >= 400 || location == "" {
-			return status, body, hop, nil, err
+			return status, body, hop, nil, "", err
 		}
+		tooMany := fmt.Errorf("robots: more than %d redirects from %s", maxRedirects, origin+"/robots.txt")
 		if hop == maxRedirects {
-			return 0, nil, hop, nil, fmt.Errorf("robots: more than %d redirects from %s", maxRedirects, origin+"/robots.txt")
+			return 0, nil, hop, nil, "", tooMany
 		}
 		if target, ok := robotsOrigin(location); ok && target != origin && level < maxRedirects {
-			if te, body, ok := c.share(ctx, origin, e, target, level); ok {
-				if n := hop + 1 + te.redirects; n > maxRedirects {
-					return 0, nil, n, nil, fmt.Errorf("robots: more than %d redirects from %s", maxRedirects, origin+"/robots.txt")
+			if te, ok := c.share(ctx, origin, e, target, level); ok {
+				n := hop + 1 + te.redirects
+				if n > maxRedirects {
+					return 0, nil, n, nil, "", tooMany
 				}
-				return 0, body, hop + 1 + te.redirects, te, nil
+				return 0, nil, n, te, target, nil
 			}
 			if err := ctx.Err(); err != nil {
-				return 0, nil, hop, nil, err
+				return 0, nil, hop, nil, "", err
 			}
 		}
 		u = location
@@ -240,8 +242,8 @@ func robotsOrigin(u string) (string, bool) {
 // origin's fetch (entry e) redirected to target's robots.txt; ok is false
 // when its fetch was abandoned or waiting for it could wait for e itself
 // (origins redirecting to each other): the caller then fetches the
-// redirect itself. body is target's robots.txt when this call fetched it.
-func (c *Cache) share(ctx context.Context, origin string, e *entry, target string, level int) (te *entry, body []byte, ok bool) {
+// redirect itself.
+func (c *Cache) share(ctx context.Context, origin string, e *entry, target string, level int) (te *entry, ok bool) {
 	now := c.opts.Now()
 	c.mu.Lock()
 	te = c.hosts[target]
@@ -259,19 +261,19 @@ func (c *Cache) share(ctx context.Context, origin string, e *entry, target strin
 		c.hosts[target] = te
 		e.waitsOn = target
 		c.mu.Unlock()
-		body, err := c.fill(ctx, target, te, level+1)
+		err := c.fill(ctx, target, te, level+1)
 		c.clearWait(e)
-		return te, body, err == nil
+		return te, err == nil
 	case ready:
 		c.mu.Unlock()
-		return te, nil, te.filled
+		return te, te.filled
 	}
 	// Waiting for target must not come round to waiting for e. No cycle can
 	// form (this check stops each), so the walk ends; it is bounded anyway.
 	for t, steps := target, 0; t != ""; steps++ {
 		if t == origin || steps == maxRedirects*len(c.hosts) {
 			c.mu.Unlock()
-			return nil, nil, false
+			return nil, false
 		}
 		next := c.hosts[t]
 		if next == nil {
@@ -284,9 +286,9 @@ func (c *Cache) share(ctx context.Context, origin string, e *entry, target strin
 	defer c.clearWait(e)
 	select {
 	case <-te.ready:
-		return te, nil, te.filled
+		return te, te.filled
 	case <-ctx.Done():
-		return nil, nil, false
+		return nil, false
 	}
 }
 

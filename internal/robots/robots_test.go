@@ -317,3 +317,32 @@ func TestAbandonedFetchIsRetried(t *testing.T) {
 		t.Errorf("%d fetches, want 2", n)
 	}
 }
+
+// An origin whose robots.txt redirects to another's keeps that one's rules
+// in the persistent cache too, whichever of the two was checked first:
+// after a restart neither the redirect nor the file is fetched again.
+func TestPersistentCacheOfARedirect(t *testing.T) {
+	db, err := pebble.Open(t.TempDir(), &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	web := &fakeWeb{fetched: map[string]int{}, redirects: map[string]string{
+		"http://a.test/robots.txt": "http://www.a.test/robots.txt",
+		"http://b.test/robots.txt": "http://www.b.test/robots.txt",
+	}}
+	first := New(web.fetch, Options{Store: db})
+	check(t, first, "http://a.test/")     // a.test first: it fills www.a.test's entry
+	check(t, first, "http://www.b.test/") // www.b.test first: b.test shares a ready entry
+	check(t, first, "http://b.test/")
+	again := New(web.fetch, Options{Store: db})
+	for _, u := range []string{"http://a.test/private", "http://www.a.test/private", "http://b.test/private", "http://www.b.test/private"} {
+		if d := check(t, again, u); d.Allowed {
+			t.Errorf("%s allowed after a restart; want the rules kept", u)
+		}
+	}
+	web.check(t, map[string]int{
+		"http://a.test/robots.txt": 1, "http://www.a.test/robots.txt": 1,
+		"http://b.test/robots.txt": 1, "http://www.b.test/robots.txt": 1,
+	})
+}
