@@ -157,8 +157,9 @@ func (c *Cache) entry(ctx context.Context, origin string) (*entry, error) {
 // and its waiters find it not filled.
 func (c *Cache) fill(ctx context.Context, origin string, e *entry, level int) error {
 	now := c.opts.Now()
-	if status, body, expires, ok := c.load(origin, now); ok {
-		e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
+	if r, ok := c.load(origin, now); ok {
+		e.redirects = r.redirects
+		e.set(r.status, r.body, r.expires, c.opts.MaxSize, c.opts.UserAgent)
 		return nil
 	}
 	status, body, redirects, shared, target, err := c.follow(ctx, origin, e, level)
@@ -172,8 +173,9 @@ func (c *Cache) fill(ctx context.Context, origin string, e *entry, level int) er
 	if shared != nil {
 		// Redirected to an origin whose robots.txt is known: the same rules,
 		// kept for origin too, so that a restart does not fetch the redirect.
-		if status, body, expires, ok := c.load(target, now); ok {
-			c.save(origin, status, body, expires)
+		if r, ok := c.load(target, now); ok {
+			r.redirects = redirects
+			c.save(origin, r)
 		}
 		e.group, e.status, e.err, e.expires = shared.group, shared.status, shared.err, shared.expires
 		e.redirects, e.filled = redirects, true
@@ -188,7 +190,7 @@ func (c *Cache) fill(ctx context.Context, origin string, e *entry, level int) er
 	expires := now.Add(ttl)
 	e.err, e.redirects = err, redirects
 	if err == nil {
-		c.save(origin, status, body, expires)
+		c.save(origin, stored{status: status, body: body, expires: expires, redirects: redirects})
 	}
 	e.set(status, body, expires, c.opts.MaxSize, c.opts.UserAgent)
 	return nil
@@ -314,35 +316,52 @@ func (e *entry) set(status int, body []byte, expires time.Time, maxSize int, use
 	close(e.ready)
 }
 
-// The persistent form: r/<origin> → expires (unix s, 8 bytes) status (2 bytes) body.
-func (c *Cache) load(origin string, now time.Time) (int, []byte, time.Time, bool) {
+// stored is an origin's robots.txt as the persistent cache keeps it.
+type stored struct {
+	status    int
+	body      []byte
+	expires   time.Time
+	redirects int // how many led to the file (entry.redirects)
+}
+
+// The persistent form: r/<origin> → expires (unix s, 8 bytes), status and
+// redirects (2 bytes: the redirects above the 10 bits a status takes;
+// records written before redirects were counted read as 0), body.
+func (c *Cache) load(origin string, now time.Time) (stored, bool) {
 	if c.opts.Store == nil {
-		return 0, nil, time.Time{}, false
+		return stored{}, false
 	}
 	v, closer, err := c.opts.Store.Get([]byte("r/" + origin))
 	if err != nil {
-		return 0, nil, time.Time{}, false
+		return stored{}, false
 	}
 	defer closer.Close()
 	if len(v) < 10 {
-		return 0, nil, time.Time{}, false
+		return stored{}, false
 	}
-	expires := time.Unix(int64(binary.BigEndian.Uint64(v)), 0)
-	if !now.Before(expires) {
-		return 0, nil, time.Time{}, false
+	r := stored{expires: time.Unix(int64(binary.BigEndian.Uint64(v)), 0)}
+	if !now.Before(r.expires) {
+		return stored{}, false
 	}
-	return int(binary.BigEndian.Uint16(v[8:])), append([]byte(nil), v[10:]...), expires, true
+	sr := binary.BigEndian.Uint16(v[8:])
+	r.status, r.redirects = int(sr&statusBits), int(sr>>10)
+	r.body = append([]byte(nil), v[10:]...)
+	return r, true
 }
 
-func (c *Cache) save(origin string, status int, body []byte, expires time.Time) {
+// statusBits are the bits of a stored status field that hold the status.
+const statusBits = 1<<10 - 1
+
+func (c *Cache) save(origin string, r stored) {
 	if c.opts.Store == nil {
 		return
 	}
+	body := r.body
 	if len(body) > c.opts.MaxSize {
 		body = body[:c.opts.MaxSize]
 	}
-	v := binary.BigEndian.AppendUint64(nil, uint64(expires.Unix()))
-	v = binary.BigEndian.AppendUint16(v, uint16(status))
+	v := binary.BigEndian.AppendUint64(nil, uint64(r.expires.Unix()))
+	v = binary.BigEndian.AppendUint16(v, uint16(r.status&statusBits|min(r.redirects, maxRedirects+1)<<10))
 	v = append(v, body...)
 	// A lost or failed cache write only costs a refetch: no fsync, no error.
 	_ = c.opts.Store.Set([]byte("r/"+origin), v, pebble.NoSync)

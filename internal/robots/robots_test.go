@@ -346,3 +346,27 @@ func TestPersistentCacheOfARedirect(t *testing.T) {
 		"http://b.test/robots.txt": 1, "http://www.b.test/robots.txt": 1,
 	})
 }
+
+// The redirects that led to a robots.txt are kept with it: after a
+// restart, a chain of more than five through stored entries is still too
+// long, and one of five still is not.
+func TestPersistentCacheKeepsRedirectCounts(t *testing.T) {
+	db, err := pebble.Open(t.TempDir(), &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	web := &fakeWeb{fetched: map[string]int{}, redirects: map[string]string{}}
+	for i := range 6 { // c0 → … → c6: six redirects; c1 → … → c6: five
+		web.redirects[fmt.Sprintf("http://c%d.test/robots.txt", i)] = fmt.Sprintf("http://c%d.test/robots.txt", i+1)
+	}
+	for run := range 2 {
+		c := New(web.fetch, Options{Store: db})
+		if d := check(t, c, "http://c1.test/private"); d.Allowed {
+			t.Errorf("run %d: c1 (five redirects) allowed /private: %+v", run, d)
+		}
+		if d := check(t, c, "http://c0.test/"); d.Allowed {
+			t.Errorf("run %d: c0 (six redirects) allowed: %+v", run, d)
+		}
+	}
+}
