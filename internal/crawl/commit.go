@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -116,7 +117,10 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 		}
 		if r.update != nil {
 			if err := r.update(b); err != nil {
-				return err
+				if !errors.As(err, new(refusal)) {
+					return err
+				}
+				r.refused = err
 			}
 			clear(c.recentPayloads) // it may have deleted digest entries
 		}
@@ -255,7 +259,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			r.stored <- copied[i]
 		}
 		if r.ack != nil {
-			r.ack <- nil
+			r.ack <- r.refused
 		}
 	}
 	for _, cp := range newPayloads {
@@ -416,3 +420,11 @@ func outlinkFields(links []extract.Outlink) []warc.Field {
 	}
 	return fs
 }
+
+// refusal is what an update function returns when it declines to make its
+// change, before writing anything: Update answers with it, and the rest of
+// the commit goes ahead. Any other error of an update stops the crawl, as
+// the batch may hold part of the update's writes.
+type refusal struct{ error }
+
+func (r refusal) Unwrap() error { return r.error }

@@ -351,7 +351,7 @@ func (c *Crawler) compactSegment(ctx context.Context, segment string, sc *segmen
 			return err
 		}
 		if segment == writing || int64(end) != sc.size {
-			return errSegmentChanged
+			return refusal{errSegmentChanged}
 		}
 		if inUse != nil {
 			used, err := inUse(b, segment)
@@ -359,7 +359,7 @@ func (c *Crawler) compactSegment(ctx context.Context, segment string, sc *segmen
 				return err
 			}
 			if used {
-				return errSegmentInUse
+				return refusal{errSegmentInUse}
 			}
 		}
 		for _, key := range sc.deadMarks {

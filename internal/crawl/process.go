@@ -39,6 +39,7 @@ type result struct {
 	queueSeeds bool                      // queue seeds too (Submit)
 	keep       bool                      // queue here whoever owns the host (Accept)
 	update     func(*pebble.Batch) error // staged into the commit's batch (Update)
+	refused    error                     // what update answered instead (a refusal), for its ack
 	copies     []Copy                    // records from other nodes (Store)
 	copyIDs    []string                  // their record IDs
 	copyFacts  []copyFacts               // what their records tell (Store)
