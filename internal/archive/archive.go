@@ -170,25 +170,27 @@ func (l *Local) Record(_ context.Context, c index.Capture) (*warc.Record, error)
 }
 
 // Member returns the gzip member holding a capture's record, as written,
-// after checking that it reads back as the capture's record.
-func (l *Local) Member(_ context.Context, c index.Capture) ([]byte, error) {
+// and the record it holds, after checking that it reads back as the
+// capture's record.
+func (l *Local) Member(_ context.Context, c index.Capture) ([]byte, *warc.Record, error) {
 	if c.Length <= 0 || c.Offset < 0 {
-		return nil, fmt.Errorf("archive: record of %.200q: no location", c.URLKey)
+		return nil, nil, fmt.Errorf("archive: record of %.200q: no location", c.URLKey)
 	}
 	f, size, err := l.openSegment(c.Segment)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	if c.Offset > size || c.Length > size-c.Offset {
-		return nil, fmt.Errorf("archive: record of %.200q at %d+%d runs past the end of %s (%d bytes)", c.URLKey, c.Offset, c.Length, c.Segment, size)
+		return nil, nil, fmt.Errorf("archive: record of %.200q at %d+%d runs past the end of %s (%d bytes)", c.URLKey, c.Offset, c.Length, c.Segment, size)
 	}
 	b := make([]byte, c.Length)
 	if _, err := f.ReadAt(b, c.Offset); err != nil {
-		return nil, fmt.Errorf("archive: %s at %d: %w", c.Segment, c.Offset, err)
+		return nil, nil, fmt.Errorf("archive: %s at %d: %w", c.Segment, c.Offset, err)
 	}
-	if _, err := parseMember(b, c); err != nil {
-		return nil, fmt.Errorf("archive: %w", err)
+	rec, err := parseMember(b, c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("archive: %w", err)
 	}
-	return b, nil
+	return b, rec, nil
 }

@@ -277,14 +277,14 @@ func (n *Network) Record(ctx context.Context, c index.Capture) (*warc.Record, er
 }
 
 // Member returns the gzip member holding a capture's record, byte for byte
-// as the node holding it wrote it, checked as Record checks it: what a node
-// copies to repair or complete its own archive.
-func (n *Network) Member(ctx context.Context, c index.Capture) ([]byte, error) {
+// as the node holding it wrote it, checked as Record checks it — what a
+// node copies to repair or complete its own archive — and the record it
+// holds.
+func (n *Network) Member(ctx context.Context, c index.Capture) ([]byte, *warc.Record, error) {
 	if c.Node == "" || c.Node == n.self {
 		return n.local.Member(ctx, c)
 	}
-	b, _, err := n.fetch(ctx, c)
-	return b, err
+	return n.fetch(ctx, c)
 }
 
 // fetch reads a capture's record from the node holding it and checks it:
@@ -340,7 +340,7 @@ func (n *Network) Companions(ctx context.Context, c index.Capture) ([][]byte, er
 	if c.Node == "" || c.Node == n.self {
 		return n.local.Companions(ctx, c)
 	}
-	body, node, err := n.framed(ctx, c.Node, companionsPath, url.Values{
+	body, err := n.framed(ctx, c.Node, companionsPath, url.Values{
 		"segment": {c.Segment},
 		"offset":  {strconv.FormatInt(c.Offset, 10)},
 		"length":  {strconv.FormatInt(c.Length, 10)},
@@ -351,7 +351,7 @@ func (n *Network) Companions(ctx context.Context, c index.Capture) ([][]byte, er
 	}
 	members, err := decodeCompanions(body, c.RecordID)
 	if err != nil {
-		return nil, fmt.Errorf("archive: companions of %s from %.16s: %w", c.RecordID, node, err)
+		return nil, fmt.Errorf("archive: companions of %s from %.16s: %w", c.RecordID, c.Node, err)
 	}
 	return members, nil
 }
@@ -364,42 +364,42 @@ func (n *Network) Warcinfo(ctx context.Context, c index.Capture) ([]byte, error)
 	if c.Node == "" || c.Node == n.self {
 		return n.local.Warcinfo(ctx, c)
 	}
-	body, node, err := n.framed(ctx, c.Node, warcinfoPath, url.Values{"segment": {c.Segment}})
+	body, err := n.framed(ctx, c.Node, warcinfoPath, url.Values{"segment": {c.Segment}})
 	if err != nil {
 		return nil, err
 	}
 	member, err := decodeWarcinfo(body)
 	if err != nil {
-		return nil, fmt.Errorf("archive: warcinfo of %s from %.16s: %w", c.Segment, node, err)
+		return nil, fmt.Errorf("archive: warcinfo of %s from %.16s: %w", c.Segment, c.Node, err)
 	}
 	return member, nil
 }
 
 // framed asks the node with this ID for gzip members (companions or a
 // warcinfo record) and returns the answer's body, which is small.
-func (n *Network) framed(ctx context.Context, id, path string, params url.Values) ([]byte, string, error) {
+func (n *Network) framed(ctx context.Context, id, path string, params url.Values) ([]byte, error) {
 	node, err := n.member(id)
 	if err != nil {
-		return nil, id, err
+		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path+"?"+params.Encode(), nil)
 	if err != nil {
-		return nil, id, fmt.Errorf("archive: %w", err)
+		return nil, fmt.Errorf("archive: %w", err)
 	}
 	resp, err := n.client.Do(ctx, node.Addr, node.ID, req)
 	if err != nil {
-		return nil, id, n.failed(ctx, node.ID, err)
+		return nil, n.failed(ctx, node.ID, err)
 	}
 	defer resp.Body.Close()
 	if err := answerOK(resp, companionsContentType); err != nil {
-		return nil, id, fmt.Errorf("archive: %s from %.16s: %w", path, node.ID, err)
+		return nil, fmt.Errorf("archive: %s from %.16s: %w", path, node.ID, err)
 	}
 	const most = maxCompanions * (maxCompanionBlock + 64<<10)
 	body, err := io.ReadAll(io.LimitReader(resp.Body, most+1))
 	if err != nil {
-		return nil, id, n.failed(ctx, node.ID, err)
+		return nil, n.failed(ctx, node.ID, err)
 	}
-	return body, id, nil
+	return body, nil
 }
 
 // decodeCompanions reads a companions answer and checks each member.

@@ -340,11 +340,11 @@ func TestCapturesFromOwner(t *testing.T) {
 			}
 			sameRecord(t, rec, own)
 			// The member travels byte for byte.
-			m, err := cl.net.Member(ctx, c)
+			m, _, err := cl.net.Member(ctx, c)
 			if err != nil {
 				t.Fatalf("Member(%s %s): %v", c.URLKey, c.Timestamp14(), err)
 			}
-			ownMember, err := owner.local.Member(ctx, c)
+			ownMember, _, err := owner.local.Member(ctx, c)
 			if err != nil || !bytes.Equal(m, ownMember) {
 				t.Errorf("Member(%s): %d bytes differ from the owner's %d (%v)", c.URLKey, len(m), len(ownMember), err)
 			}

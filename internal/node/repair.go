@@ -128,7 +128,7 @@ func (n *Node) repairWith(ctx context.Context, m membership.Member) error {
 	}
 	var errs []error
 	for _, c := range res.MissingHere {
-		member, err := n.net.Member(ctx, c)
+		member, _, err := n.net.Member(ctx, c)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -211,15 +211,14 @@ func (c *Cache) follow(ctx context.Context, origin string, e *entry, level int) 
 		if err != nil || status < 300 || status >= 400 || location == "" {
 			return status, body, hop, nil, "", err
 		}
-		tooMany := fmt.Errorf("robots: more than %d redirects from %s", maxRedirects, origin+"/robots.txt")
 		if hop == maxRedirects {
-			return 0, nil, hop, nil, "", tooMany
+			return 0, nil, hop, nil, "", tooManyRedirects(origin)
 		}
 		if target, ok := robotsOrigin(location); ok && target != origin && level < maxRedirects {
 			if te, ok := c.share(ctx, origin, e, target, level); ok {
 				n := hop + 1 + te.redirects
 				if n > maxRedirects {
-					return 0, nil, n, nil, "", tooMany
+					return 0, nil, n, nil, "", tooManyRedirects(origin)
 				}
 				return 0, nil, n, te, target, nil
 			}
@@ -229,6 +228,10 @@ func (c *Cache) follow(ctx context.Context, origin string, e *entry, level int) 
 		}
 		u = location
 	}
+}
+
+func tooManyRedirects(origin string) error {
+	return fmt.Errorf("robots: more than %d redirects from %s", maxRedirects, origin+"/robots.txt")
 }
 
 // robotsOrigin returns the origin whose robots.txt u is, if it is one.

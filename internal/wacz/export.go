@@ -27,8 +27,8 @@ import (
 type Archive interface {
 	archive.Archive
 	// Member returns the gzip member holding c's record, checked to read
-	// back as c's record.
-	Member(ctx context.Context, c index.Capture) ([]byte, error)
+	// back as c's record, and that record.
+	Member(ctx context.Context, c index.Capture) ([]byte, *warc.Record, error)
 	// Companions returns the records written with c (its request and
 	// metadata records) as gzip members.
 	Companions(ctx context.Context, c index.Capture) ([][]byte, error)
@@ -278,13 +278,13 @@ func (e *exporter) selected(f *fetched) error {
 		return fmt.Errorf("wacz: %w", err)
 	}
 	switch {
-	case f.missing:
+	case errors.Is(f.originalErr, archive.ErrNoOriginal):
 		e.stats.Missing++
 	case f.originalErr != nil:
 		if err := e.unreadable(f.c, f.originalErr); err != nil {
 			return err
 		}
-	case f.hasOriginal && !e.sel.contains(f.original):
+	case f.original.URLKey != "" && !e.sel.contains(f.original):
 		o := f.original
 		// By what it is, not where: replicas hold it on several nodes.
 		k := fmt.Sprintf("%s %d %s", o.URLKey, o.Time.UnixNano(), o.RecordID)
@@ -305,11 +305,16 @@ func (e *exporter) unreadable(c index.Capture, err error) error {
 	if ctxErr := e.ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	if e.stats.Unreadable == 0 {
-		e.stats.FirstError = fmt.Sprintf("%s at %s: %v", c.URL, c.Timestamp14(), err)
-	}
-	e.stats.Unreadable++
+	tally(&e.stats.Unreadable, &e.stats.FirstError, c, err)
 	return nil
+}
+
+// tally counts one more capture that err befell, keeping the first's why.
+func tally(count *int, first *string, c index.Capture, err error) {
+	if *count == 0 {
+		*first = fmt.Sprintf("%s at %s: %v", c.URL, c.Timestamp14(), err)
+	}
+	*count++
 }
 
 // copyCapture writes a capture's record and the records that belong to
@@ -324,10 +329,7 @@ func (e *exporter) copyCapture(f *fetched) (index.Capture, error) {
 		return index.Capture{}, err
 	}
 	if f.companionsErr != nil {
-		if e.stats.Incomplete == 0 {
-			e.stats.FirstIncomplete = fmt.Sprintf("%s at %s: %v", f.c.URL, f.c.Timestamp14(), f.companionsErr)
-		}
-		e.stats.Incomplete++
+		tally(&e.stats.Incomplete, &e.stats.FirstIncomplete, f.c, f.companionsErr)
 	}
 	off := e.out.n
 	for _, m := range append([][]byte{f.member}, f.companions...) {

@@ -821,9 +821,9 @@ type failing struct {
 	cancel             func()
 }
 
-func (a failing) Member(ctx context.Context, c index.Capture) ([]byte, error) {
+func (a failing) Member(ctx context.Context, c index.Capture) ([]byte, *warc.Record, error) {
 	if a.member != nil {
-		return nil, a.member
+		return nil, nil, a.member
 	}
 	return a.Archive.Member(ctx, c)
 }

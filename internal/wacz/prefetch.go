@@ -1,9 +1,7 @@
 package wacz
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -31,11 +29,11 @@ type fetched struct {
 	// companionsErr says why its request and metadata records could not be.
 	companionsErr error
 
-	// For a selected revisit: the capture holding its payload.
+	// For a selected revisit: the capture holding its payload (zero when
+	// it names none), or why it was not found (archive.ErrNoOriginal when
+	// the archive holds the payload nowhere).
 	original    index.Capture
-	hasOriginal bool
-	missing     bool  // the archive holds its payload nowhere
-	originalErr error // the lookup failed
+	originalErr error
 	title       string
 	done        chan struct{}
 }
@@ -51,9 +49,8 @@ func (e *exporter) prefetch(feed func(yield func(c index.Capture, selected bool)
 	var workers sync.WaitGroup
 	for range prefetchWorkers {
 		workers.Go(func() {
-			var mr warc.MemberReader
 			for f := range jobs {
-				e.read(ctx, f, &mr)
+				e.read(ctx, f)
 				close(f.done)
 			}
 		})
@@ -94,9 +91,12 @@ func (e *exporter) prefetch(feed func(yield func(c index.Capture, selected bool)
 }
 
 // read reads f's records and, for a selected capture, what its index and
-// page lines need: a revisit's original, a page's title.
-func (e *exporter) read(ctx context.Context, f *fetched, mr *warc.MemberReader) {
-	if f.member, f.err = e.src.Archive.Member(ctx, f.c); f.err != nil {
+// page lines need — a revisit's original, a page's title — from the record
+// as its member was checked, which is then let go: only the member waits
+// for the writer.
+func (e *exporter) read(ctx context.Context, f *fetched) {
+	var rec *warc.Record
+	if f.member, rec, f.err = e.src.Archive.Member(ctx, f.c); f.err != nil {
 		return
 	}
 	// Without them the capture still goes, as the record that matters.
@@ -108,30 +108,22 @@ func (e *exporter) read(ctx context.Context, f *fetched, mr *warc.MemberReader) 
 		return
 	}
 	if f.c.Type == warc.TypeRevisit {
-		e.resolve(ctx, f, mr)
+		e.resolve(ctx, f, rec.Header)
 	}
 	if isPage(f.c) && f.c.Type == warc.TypeResponse {
-		f.title = title(mr, f.member)
+		f.title = title(rec.Block)
 	}
 }
 
-// resolve finds the capture holding a revisit's payload.
-func (e *exporter) resolve(ctx context.Context, f *fetched, mr *warc.MemberReader) {
-	h, err := mr.Open(bytes.NewReader(f.member), 0, int64(len(f.member)))
-	if err != nil {
-		return // it read back whole as the member was read
-	}
+// resolve finds the capture holding the payload of a revisit whose record
+// header is h.
+func (e *exporter) resolve(ctx context.Context, f *fetched, h warc.Header) {
 	if f.c.Digest == "" && h.Get("WARC-Refers-To-Target-URI") == "" {
 		return // a revisit that names no payload (server-not-modified): nothing to resolve
 	}
-	o, err := archive.Original(ctx, e.src.Archive, f.c, h)
-	switch {
-	case errors.Is(err, archive.ErrNoOriginal):
-		f.missing = true
-	case err != nil:
-		f.originalErr = fmt.Errorf("its original: %w", err)
-	default:
-		f.original, f.hasOriginal = o, true
+	f.original, f.originalErr = archive.Original(ctx, e.src.Archive, f.c, h)
+	if f.originalErr != nil {
+		f.originalErr = fmt.Errorf("its original: %w", f.originalErr)
 	}
 }
 

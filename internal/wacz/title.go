@@ -27,21 +27,13 @@ const (
 	maxTitleLen  = 1000
 )
 
-// title returns the title of an HTML response record, decompressing no
-// more of its gzip member than it needs to find it.
-func title(mr *warc.MemberReader, member []byte) string {
-	if _, err := mr.Open(bytes.NewReader(member), 0, int64(len(member))); err != nil {
-		return ""
-	}
-	block, err := mr.ReadBlock(nil, titleScan)
-	if err != nil {
-		return ""
-	}
-	t := pageTitle(block)
-	if t == "" && len(block) == titleScan {
-		if block, err = mr.ReadBlock(block, maxTitleScan-titleScan); err == nil {
-			t = pageTitle(block)
-		}
+// title returns the title of an HTML response record whose block is
+// block, looked for in its first titleScan bytes, then, if not found
+// there, its first maxTitleScan.
+func title(block []byte) string {
+	t := pageTitle(block[:min(len(block), titleScan)])
+	if t == "" && len(block) > titleScan {
+		t = pageTitle(block[:min(len(block), maxTitleScan)])
 	}
 	return t
 }
