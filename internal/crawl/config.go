@@ -10,8 +10,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 // DefaultUserAgent names waggle and where an operator of a crawled site can
@@ -141,6 +143,11 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxBodySize <= 0 {
 		c.MaxBodySize = 50 << 20
+	}
+	// A record's block is the body with the HTTP header: past
+	// warc.MaxBlock, nothing could read it back.
+	if limit := int64(warc.MaxBlock - fetch.DefaultMaxHeaderBytes); c.MaxBodySize > limit {
+		return fmt.Errorf("crawl: a body size of %d bytes is over the %d a record can hold", c.MaxBodySize, limit)
 	}
 	if c.SegmentSize <= 0 {
 		c.SegmentSize = 1 << 30

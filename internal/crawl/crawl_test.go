@@ -379,3 +379,22 @@ func TestMediaType(t *testing.T) {
 		}
 	}
 }
+
+// A body size no record could hold is refused up front, not discovered
+// when the archive cannot read its own records back.
+func TestOpenRefusesUnreadableBodySize(t *testing.T) {
+	for _, size := range []int64{warc.MaxBlock, 4 << 30} {
+		c, err := Open(Config{Data: t.TempDir(), MaxBodySize: size})
+		if err == nil {
+			c.Close()
+			t.Errorf("Open took MaxBodySize %d", size)
+		} else if !strings.Contains(err.Error(), "body size") {
+			t.Errorf("MaxBodySize %d: %v", size, err)
+		}
+	}
+	c, err := Open(Config{Data: t.TempDir(), MaxBodySize: 512 << 20})
+	if err != nil {
+		t.Fatalf("MaxBodySize of 512 MiB: %v", err)
+	}
+	c.Close()
+}

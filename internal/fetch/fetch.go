@@ -54,7 +54,7 @@ type Config struct {
 	TotalTimeout    time.Duration // whole request (default 2m)
 	MaxBodySize     int64         // body bytes kept (default 50 MiB); the rest is cut, Truncated "length"
 	MaxDecodedSize  int64         // cap when content-decoding for extraction (default 64 MiB)
-	MaxHeaderBytes  int           // default 1 MiB
+	MaxHeaderBytes  int           // default DefaultMaxHeaderBytes
 	MaxConnsPerHost int           // idle connections kept per host (default 2)
 	// MaxProxyConns is the idle connections kept to the proxy, which every
 	// http host shares: as many as requests run at once (default 64), or
@@ -124,7 +124,7 @@ func New(cfg Config) (*Fetcher, error) {
 		cfg.MaxDecodedSize = DefaultMaxDecodedSize
 	}
 	if cfg.MaxHeaderBytes <= 0 {
-		cfg.MaxHeaderBytes = 1 << 20
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	if cfg.MaxConnsPerHost <= 0 {
 		cfg.MaxConnsPerHost = 2
@@ -547,6 +547,9 @@ func (f *Fetcher) decode(resp *Response) {
 
 // DefaultMaxDecodedSize is the default Config.MaxDecodedSize.
 const DefaultMaxDecodedSize = 64 << 20
+
+// DefaultMaxHeaderBytes is the default limit on a response's header section.
+const DefaultMaxHeaderBytes = 1 << 20
 
 // ErrDecodedTooLarge reports a body that decodes to more than the caller's
 // cap: a compression bomb, or simply too big to process.

@@ -216,20 +216,7 @@ func TestLeaveHandsOver(t *testing.T) {
 	if len(entries) == 0 {
 		t.Fatal("the leaving node keeps no content-seen registry entry; the test shows nothing")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := Leave(ctx, leaving.data); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-leaving.done:
-		if err != nil {
-			t.Fatalf("the leaving node's Run: %v", err)
-		}
-		leaving.cancel = nil
-	case <-time.After(30 * time.Second):
-		t.Fatal("the node did not stop after leaving")
-	}
+	leave(t, leaving)
 	// The hand-over was charged to the repair budget, which caps it.
 	if rs := leaving.replicationStats(); rs.HandedOverBytes == 0 || leaving.budget.Charged() < rs.HandedOverBytes {
 		t.Errorf("leaving node queued %d bytes for the new holders, its repair budget was charged %d", rs.HandedOverBytes, leaving.budget.Charged())
@@ -273,6 +260,26 @@ func TestLeaveHandsOver(t *testing.T) {
 	}
 	if lost > 0 {
 		t.Errorf("%d of the %d registry entries of the node that left are not on their new owners", lost, len(entries))
+	}
+}
+
+// leave runs waggle node leave on n and waits for n to stop. The limits
+// find a hang; they are not speed limits.
+func leave(t *testing.T, n *testNode) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := Leave(ctx, n.data); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-n.done:
+		if err != nil {
+			t.Fatalf("the leaving node's Run: %v", err)
+		}
+		n.cancel = nil
+	case <-time.After(time.Minute):
+		t.Fatal("the node did not stop after leaving")
 	}
 }
 

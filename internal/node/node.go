@@ -447,7 +447,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	if n.members != nil {
 		srv := peer.NewServer(n.cfg.Credential, n.peerHandler(), n.log)
-		srv.MaxBodyBytes = replicate.MaxBodyBytes
+		srv.MaxBodyBytes = replicate.MaxLargeBodyBytes
 		wg.Go(func() { fail("peer server", srv.Serve(ctx, n.peerLn)) })
 		wg.Go(func() { fail("outbox", n.out.Run(ctx)) })
 		wg.Go(func() { fail("replication", n.push.Run(ctx)) })

@@ -22,8 +22,13 @@ const (
 	DefaultCompactMinDead = 0.25
 )
 
-// repairBatch bounds the records copied per Store call.
-const repairBatch = 64
+// repairBatch and repairBatchBytes bound the records copied per Store
+// call, which are held in memory until then: a batch ends at either bound
+// (a record larger than repairBatchBytes goes alone).
+const (
+	repairBatch      = 64
+	repairBatchBytes = 64 << 20
+)
 
 // holds reports whether the node id should hold site: it is one of the
 // site's replicas on the current ring.
@@ -117,13 +122,15 @@ func (n *Node) repairWith(ctx context.Context, m membership.Member) error {
 		return nil
 	}
 	var copies []crawl.Copy
+	held := 0 // bytes of copies
 	flush := func() error {
 		if len(copies) == 0 {
 			return nil
 		}
 		stored, err := n.crawl.Store(ctx, copies)
 		n.repairs.copied.Add(int64(stored))
-		copies = copies[:0]
+		clear(copies) // the members can be collected
+		copies, held = copies[:0], 0
 		return err
 	}
 	var errs []error
@@ -153,7 +160,7 @@ func (n *Node) repairWith(ctx context.Context, m membership.Member) error {
 		for _, m := range companions {
 			copies = append(copies, crawl.Copy{Member: m})
 		}
-		if len(copies) >= repairBatch {
+		if held += size; len(copies) >= repairBatch || held >= repairBatchBytes {
 			if err := flush(); err != nil {
 				return err
 			}

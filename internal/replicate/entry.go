@@ -49,8 +49,8 @@ func checkEntry(e *Entry) string {
 		}
 		total += l.Length
 	}
-	if wireSize(&e.Capture, len(e.Records), int(total))+len(magic)+10 > MaxBodyBytes {
-		return fmt.Sprintf("records of %d bytes in all do not fit a batch of %d", total, MaxBodyBytes)
+	if wireSize(&e.Capture, len(e.Records), int(total))+len(magic)+10 > MaxLargeBodyBytes {
+		return fmt.Sprintf("records of %d bytes in all do not fit a batch of %d", total, MaxLargeBodyBytes)
 	}
 	return ""
 }

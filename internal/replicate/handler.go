@@ -12,8 +12,10 @@ import (
 )
 
 // Handler serves POST /v1/replicate, the receiving end of Run, behind a
-// peer.Server, whose MaxBodyBytes must be at least MaxBodyBytes. It
-// decodes and checks a batch whole — at most MaxBodyBytes, each member at
+// peer.Server, whose MaxBodyBytes must be at least MaxLargeBodyBytes. It
+// decodes and checks a batch whole — at most MaxBodyBytes, or one entry
+// of at most MaxLargeBodyBytes declared in Content-Length (one such batch
+// at a time: another meanwhile is answered 503), each member at
 // most MaxMemberBytes holding exactly one gzip member that decompresses
 // to exactly one WARC record of at most MaxBlockBytes, whose CRC-32 and
 // WARC-Block-Digest verify; and a capture's own record has the capture's
@@ -29,6 +31,9 @@ import (
 // it already holds (delivery is at least once), and must be safe for
 // concurrent use. The members alias the request body: store may keep them.
 func Handler(store func(ctx context.Context, from string, copies []Copy) error) http.Handler {
+	// A large batch is held in memory whole, and its record decompressed:
+	// one at a time bounds what the senders can make this node allocate.
+	large := make(chan struct{}, 1)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != Path {
 			http.NotFound(w, r)
@@ -52,15 +57,24 @@ func Handler(store func(ctx context.Context, from string, copies []Copy) error) 
 			http.Error(w, "replicate: a batch is not compressed", http.StatusUnsupportedMediaType)
 			return
 		}
-		if r.ContentLength > MaxBodyBytes {
-			http.Error(w, fmt.Sprintf("replicate: batch body over %d bytes", MaxBodyBytes), http.StatusRequestEntityTooLarge)
+		if r.ContentLength > MaxLargeBodyBytes {
+			http.Error(w, fmt.Sprintf("replicate: batch body over %d bytes", MaxLargeBodyBytes), http.StatusRequestEntityTooLarge)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+		if r.ContentLength > MaxBodyBytes {
+			select {
+			case large <- struct{}{}:
+				defer func() { <-large }()
+			default:
+				http.Error(w, fmt.Sprintf("replicate: taking another batch over %d bytes; try again later", MaxBodyBytes), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		body, err := readBody(r)
 		var tooLarge *http.MaxBytesError
 		switch {
-		case errors.As(err, &tooLarge) || len(body) > MaxBodyBytes:
-			http.Error(w, fmt.Sprintf("replicate: batch body over %d bytes", MaxBodyBytes), http.StatusRequestEntityTooLarge)
+		case errors.As(err, &tooLarge) || errors.Is(err, errTooLarge):
+			http.Error(w, fmt.Sprintf("replicate: batch body over %d bytes (or over %d without its length declared)", MaxLargeBodyBytes, MaxBodyBytes), http.StatusRequestEntityTooLarge)
 			return
 		case err != nil:
 			http.Error(w, "replicate: reading batch: "+err.Error(), http.StatusBadRequest)
@@ -86,12 +100,31 @@ func Handler(store func(ctx context.Context, from string, copies []Copy) error) 
 	})
 }
 
+// readBody reads a batch body: of its declared length, allocated once, or
+// of at most MaxBodyBytes if it declares none.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength >= 0 {
+		body := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err == nil && len(body) > MaxBodyBytes {
+		err = errTooLarge
+	}
+	return body, err
+}
+
 // maxRetainedBlocks bounds the decompressed blocks of one batch kept as
 // Copy.Record for the store; past it, the store reads the members again.
 const maxRetainedBlocks = 16 << 20
 
 // verifyCopies checks every copy of a batch and sets its Record (see
-// verifyCopy), as long as the records kept stay under maxRetainedBlocks.
+// verifyCopy), as long as the records kept stay under maxRetainedBlocks;
+// the first is always kept, so that a large record is not decompressed
+// twice.
 func verifyCopies(copies []Copy) error {
 	entry := -1
 	retained := 0
@@ -105,7 +138,7 @@ func verifyCopies(copies []Copy) error {
 			}
 			return fmt.Errorf("replicate: batch: entry %d, record %d: %w", entry, i, err)
 		}
-		if retained += len(copies[i].Record.Block); retained > maxRetainedBlocks {
+		if retained += len(copies[i].Record.Block); retained > maxRetainedBlocks && i > 0 {
 			copies[i].Record = nil
 		}
 	}

@@ -61,8 +61,9 @@ const (
 	maxBackoff  = 30 * time.Second
 	// sendTimeout bounds one batch, so that a stalled peer cannot hold
 	// its queue forever; it allows a batch of MaxBodyBytes at about
-	// 250 KB/s.
+	// 250 KB/s, and a larger one gets longer at that rate.
 	sendTimeout = 5 * time.Minute
+	minSendRate = MaxBodyBytes / (5 * 60) // bytes per second
 )
 
 // Config configures a Queue.
@@ -115,6 +116,9 @@ type Queue struct {
 	stagedDel map[string]struct{}
 	wake      chan struct{} // Committed → Run
 	running   bool
+	// large is held by the sender of a batch over MaxBodyBytes, which is
+	// in memory whole: one at a time, whatever the number of peers.
+	large chan struct{}
 
 	backoff0, backoffMax time.Duration // fields so that tests can shorten them
 
@@ -155,7 +159,8 @@ func Open(cfg Config) (*Queue, error) {
 		cfg: cfg, log: log, seed: maphash.MakeSeed(),
 		peers: map[string]*peerState{}, under: map[uint64]int{},
 		stagedUnder: map[uint64]int{}, stagedDel: map[string]struct{}{},
-		wake: make(chan struct{}, 1), backoff0: minBackoff, backoffMax: maxBackoff,
+		wake: make(chan struct{}, 1), large: make(chan struct{}, 1),
+		backoff0: minBackoff, backoffMax: maxBackoff,
 	}
 	it, err := cfg.DB.NewIter(&pebble.IterOptions{LowerBound: []byte(queuePrefix), UpperBound: prefixEnd(queuePrefix)})
 	if err != nil {
@@ -606,6 +611,14 @@ func (q *Queue) sendBatch(ctx context.Context, p *peerState, pending int) error 
 	if !ok {
 		return errors.New("replicate: peer is not live")
 	}
+	if len(items) == 1 && entrySize(&items[0].entry) > MaxBodyBytes {
+		select {
+		case q.large <- struct{}{}:
+			defer func() { <-q.large }()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	// The records are read unchecked: the receiver checks every one, and
 	// only when it refuses a batch are they checked here, to drop those
 	// that went bad on this node's disk (each check decompresses one).
@@ -617,8 +630,8 @@ func (q *Queue) sendBatch(ctx context.Context, p *peerState, pending int) error 
 	if len(entries) == 0 {
 		return q.remove(p, cursor, true, dropped, nil)
 	}
-	body := encodeBatch(nil, entries)
-	err = q.post(ctx, addr, p.id, body)
+	body, size := encodeBatch(entries)
+	err = q.post(ctx, addr, p.id, body, size)
 	if errors.Is(err, errRefusedByPeer) {
 		if _, bad, lerr := q.load(p.id, items, true); lerr == nil && len(bad) > len(dropped) {
 			// Some records went bad here: drop them, send the rest.
@@ -632,7 +645,7 @@ func (q *Queue) sendBatch(ctx context.Context, p *peerState, pending int) error 
 		// peer refuses by sending smaller batches, rather than hold the
 		// whole queue back.
 		q.mu.Lock()
-		p.limit = max(1, len(body)/2)
+		p.limit = max(1, size/2)
 		q.mu.Unlock()
 		q.log.Warn("replicate: peer refused a batch; sending smaller ones to find the entry it refuses", "peer", p.id, "entries", len(entries), "err", err)
 		return q.remove(p, cursor, false, dropped, nil)
@@ -645,14 +658,14 @@ func (q *Queue) sendBatch(ctx context.Context, p *peerState, pending int) error 
 		return q.remove(p, cursor, true, append(dropped, sent(items, dropped)...), nil)
 	case errors.Is(err, errTooLargeForPeer) && len(entries) > 1:
 		q.mu.Lock()
-		p.limit = max(1, len(body)/2)
+		p.limit = max(1, size/2)
 		q.mu.Unlock()
-		q.log.Warn("replicate: peer refused a batch as too large; sending smaller ones", "peer", p.id, "bytes", len(body))
+		q.log.Warn("replicate: peer refused a batch as too large; sending smaller ones", "peer", p.id, "bytes", size)
 		return q.remove(p, cursor, false, dropped, nil)
 	case errors.Is(err, errTooLargeForPeer):
 		q.dropped.Add(1)
 		q.log.Error("replicate: peer refuses a capture as too large; dropping its copy", "peer", p.id,
-			"url", truncate(entries[0].capture.URL), "record", entries[0].capture.RecordID, "bytes", len(body))
+			"url", truncate(entries[0].capture.URL), "record", entries[0].capture.RecordID, "bytes", size)
 		return q.remove(p, cursor, true, append(dropped, sent(items, dropped)...), nil)
 	case err != nil:
 		if rerr := q.remove(p, cursor, false, dropped, nil); rerr != nil {
@@ -712,11 +725,7 @@ func (q *Queue) read(id string, cursor uint64, limit int) ([]item, error) {
 		if err != nil {
 			return nil, fmt.Errorf("replicate: queued entry at key %q: %w", it.Key(), err)
 		}
-		n := 0
-		for _, l := range e.Records {
-			n += int(l.Length)
-		}
-		n = wireSize(&e.Capture, len(e.Records), n)
+		n := entrySize(&e)
 		if len(items) > 0 && size+n > MaxBodyBytes {
 			break
 		}
@@ -727,6 +736,15 @@ func (q *Queue) read(id string, cursor uint64, limit int) ([]item, error) {
 		return nil, fmt.Errorf("replicate: %w", err)
 	}
 	return items, nil
+}
+
+// entrySize is the size of e's wire form, about.
+func entrySize(e *Entry) int {
+	n := 0
+	for _, l := range e.Records {
+		n += int(l.Length)
+	}
+	return wireSize(&e.Capture, len(e.Records), n)
 }
 
 // errDrop marks a local record that cannot be read or is corrupt: its
@@ -886,14 +904,26 @@ func (q *Queue) remove(p *peerState, cursor uint64, all bool, dropped, acked []i
 	return nil
 }
 
-// post sends one batch body and waits for its acknowledgement.
-func (q *Queue) post(ctx context.Context, addr, id string, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
+// post sends one batch body, in pieces of size bytes in all, and waits
+// for its acknowledgement.
+func (q *Queue) post(ctx context.Context, addr, id string, body [][]byte, size int) error {
+	ctx, cancel := context.WithTimeout(ctx, max(sendTimeout, time.Duration(size/minSendRate)*time.Second))
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, Path, bytes.NewReader(body))
+	open := func() io.Reader {
+		readers := make([]io.Reader, len(body))
+		for i, b := range body {
+			readers[i] = bytes.NewReader(b)
+		}
+		return io.MultiReader(readers...)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, Path, open())
 	if err != nil {
 		return fmt.Errorf("replicate: %w", err)
 	}
+	// Declared, as the receiver takes a batch over MaxBodyBytes only so;
+	// and again on a retry of the transport's.
+	req.ContentLength = int64(size)
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(open()), nil }
 	req.Header.Set("Content-Type", ContentType)
 	resp, err := q.cfg.Client.Do(ctx, addr, id, req)
 	if err != nil {

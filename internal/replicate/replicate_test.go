@@ -145,14 +145,14 @@ func segmentBytes(t *testing.T, dir string, l warc.Location) []byte {
 
 // serve runs a peer server for cred with h on a fresh loopback port,
 // until the test ends or stop is called.
-func serve(t *testing.T, cred *admission.Credential, h http.Handler) (addr string, stop func()) {
+func serve(t testing.TB, cred *admission.Credential, h http.Handler) (addr string, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := peer.NewServer(cred, h, nil)
-	srv.MaxBodyBytes = MaxBodyBytes
+	srv.MaxBodyBytes = MaxLargeBodyBytes
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
@@ -207,7 +207,7 @@ type sender struct {
 	done   chan error
 }
 
-func newSender(t *testing.T, cred *admission.Credential, dbDir, warcDir string, res *resolver, batchBytes int) *sender {
+func newSender(t testing.TB, cred *admission.Credential, dbDir, warcDir string, res *resolver, batchBytes int) *sender {
 	t.Helper()
 	db, err := pebble.Open(dbDir, &pebble.Options{Logger: quiet{}})
 	if err != nil {
@@ -230,7 +230,7 @@ func (s *sender) run() {
 	go func() { s.done <- s.q.Run(ctx) }()
 }
 
-func (s *sender) close(t *testing.T) {
+func (s *sender) close(t testing.TB) {
 	if s.db == nil {
 		return
 	}
@@ -249,7 +249,7 @@ func (s *sender) close(t *testing.T) {
 }
 
 // add queues entries for peers in commits of 10, as the crawler would.
-func (s *sender) add(t *testing.T, peers []string, entries []Entry) {
+func (s *sender) add(t testing.TB, peers []string, entries []Entry) {
 	t.Helper()
 	for chunk := range slices.Chunk(entries, 10) {
 		b := s.db.NewIndexedBatch()
@@ -266,7 +266,7 @@ func (s *sender) add(t *testing.T, peers []string, entries []Entry) {
 }
 
 // waitUntil polls cond; the limit finds a hang, it is not a speed limit.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {

@@ -34,14 +34,20 @@ import (
 const (
 	// ContentType is the media type of a batch.
 	ContentType = "application/x-waggle-replicate"
-	// MaxBodyBytes limits a batch's size. The peer.Server the Handler runs
-	// behind must allow bodies this large (its MaxBodyBytes).
+	// MaxBodyBytes limits a batch of several entries.
 	MaxBodyBytes = 64 << 20
-	// MaxMemberBytes limits one record's gzip member.
-	MaxMemberBytes = 64 << 20
+	// MaxLargeBodyBytes limits a batch of one entry: a capture too large
+	// for MaxBodyBytes travels alone, and a receiver takes one such batch
+	// at a time, since it holds it in memory. The peer.Server the Handler
+	// runs behind must allow bodies this large (its MaxBodyBytes).
+	MaxLargeBodyBytes = MaxBlockBytes + MaxBodyBytes
 	// MaxBlockBytes limits the decompressed content block of one record,
-	// which is held in memory while its digest is checked.
-	MaxBlockBytes = 128 << 20
+	// which is held in memory while its digest is checked: the largest
+	// block a node reads at all.
+	MaxBlockBytes = warc.MaxBlock
+	// MaxMemberBytes limits one record's gzip member: a block of
+	// MaxBlockBytes that does not compress, with its header.
+	MaxMemberBytes = MaxBlockBytes + 2<<20
 	// MaxBatchEntries is the most entries a batch may carry.
 	MaxBatchEntries = 100_000
 	// MaxEntryRecords is the most records one entry may carry.
@@ -87,20 +93,28 @@ func appendCapture(dst []byte, c *index.Capture) []byte {
 	return binary.AppendUvarint(dst, uint64(c.Status))
 }
 
-// encodeBatch appends the wire form of entries to dst.
-func encodeBatch(dst []byte, entries []wireEntry) []byte {
-	dst = append(dst, magic...)
-	dst = binary.AppendUvarint(dst, uint64(len(entries)))
+// encodeBatch returns the wire form of entries in pieces: the framing,
+// and the members as they are, not copied (a large one may be most of
+// the process's memory).
+func encodeBatch(entries []wireEntry) (pieces [][]byte, size int) {
+	frame := append([]byte(nil), magic...)
+	frame = binary.AppendUvarint(frame, uint64(len(entries)))
 	for i := range entries {
 		e := &entries[i]
-		dst = appendCapture(dst, &e.capture)
-		dst = binary.AppendUvarint(dst, uint64(len(e.members)))
+		frame = appendCapture(frame, &e.capture)
+		frame = binary.AppendUvarint(frame, uint64(len(e.members)))
 		for _, m := range e.members {
-			dst = binary.AppendUvarint(dst, uint64(len(m)))
-			dst = append(dst, m...)
+			frame = binary.AppendUvarint(frame, uint64(len(m)))
+			pieces = append(pieces, frame, m)
+			size += len(frame) + len(m)
+			frame = nil
 		}
 	}
-	return dst
+	if len(frame) > 0 {
+		pieces = append(pieces, frame)
+		size += len(frame)
+	}
+	return pieces, size
 }
 
 // wireSize is the size of the wire form of an entry whose members are
@@ -228,8 +242,8 @@ func checkCapture(c *index.Capture) string {
 // index entries, but not its members (see verifyCopy). The members alias
 // body.
 func decodeCopies(body []byte) ([]Copy, error) {
-	if len(body) > MaxBodyBytes {
-		return nil, fmt.Errorf("%w: batch of %d bytes, at most %d", errTooLarge, len(body), MaxBodyBytes)
+	if len(body) > MaxLargeBodyBytes {
+		return nil, fmt.Errorf("%w: batch of %d bytes, at most %d", errTooLarge, len(body), MaxLargeBodyBytes)
 	}
 	if len(body) < len(magic) || !bytes.Equal(body[:3], magic[:3]) {
 		return nil, errors.New("replicate: not a replication batch")
@@ -245,6 +259,8 @@ func decodeCopies(body []byte) ([]Copy, error) {
 		r.fail("empty batch")
 	case n > MaxBatchEntries:
 		return nil, fmt.Errorf("%w: %d entries, at most %d", errTooLarge, n, MaxBatchEntries)
+	case n > 1 && len(body) > MaxBodyBytes:
+		return nil, fmt.Errorf("%w: batch of %d entries and %d bytes: one over %d bytes carries a single entry", errTooLarge, n, len(body), MaxBodyBytes)
 	}
 	var copies []Copy
 	for i := uint64(0); i < n && r.err == nil; i++ {

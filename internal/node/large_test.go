@@ -1,0 +1,88 @@
+package node
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/replicate"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// A capture too large for a replication batch (a video crawled with
+// --max-body-size raised) is pushed to its replicas like any other, and
+// handed over when a node holding it leaves. Anti-entropy runs hourly here,
+// so only the pushes can have made the copies.
+func TestLargeCaptureReplicatedAndHandedOver(t *testing.T) {
+	video := make([]byte, replicate.MaxBodyBytes+(2<<20))
+	rand.NewChaCha8([32]byte{3}).Read(video)
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/":
+			w.Header().Set("Content-Type", "text/html")
+			w.Write([]byte(`<html><body><video src="/film.mp4"></video></body></html>`))
+		case "/film.mp4":
+			w.Header().Set("Content-Type", "video/mp4")
+			w.Header().Set("Content-Length", strconv.Itoa(len(video)))
+			w.Write(video)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer web.Close()
+
+	nodes, _ := startNetwork(t, 3, "", func(c *Config) {
+		c.Replicas = 2
+		c.RepairEvery = time.Hour
+		c.Crawl.MaxBodySize = 2 * int64(len(video))
+		c.Crawl.Timeout = time.Minute
+	})
+	if _, err := Submit(context.Background(), nodes[0].data, []string{web.URL + "/", web.URL + "/film.mp4"}); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	waitCopies(t, 2, nodes...)
+
+	// The film is archived whole, in a member too large for a batch.
+	var film index.Capture
+	var holders []*testNode
+	for _, n := range nodes {
+		n.LocalCaptures(context.Background(), func(c index.Capture) bool {
+			if c.URL == web.URL+"/film.mp4" && c.Status == http.StatusOK {
+				film = c
+				holders = append(holders, n)
+			}
+			return true
+		})
+	}
+	if len(holders) != 2 {
+		t.Fatalf("the film is held by %d nodes, want 2", len(holders))
+	}
+	if film.Length <= replicate.MaxBodyBytes {
+		t.Fatalf("the film's member is %d bytes, not over a batch's %d: the test shows nothing", film.Length, replicate.MaxBodyBytes)
+	}
+	rec, err := holders[1].net.Record(context.Background(), film)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := warc.HTTPHeaderEnd(rec.Block); end < 0 || len(rec.Block)-end != len(video) {
+		t.Fatalf("the film's record is a block of %d bytes (header end %d), want a body of %d", len(rec.Block), end, len(video))
+	}
+
+	// One holder leaves: the third node must get the film from it.
+	leaving := holders[0]
+	leave(t, leaving)
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != leaving {
+			rest = append(rest, n)
+		}
+	}
+	waitMembers(t, 2, rest...)
+	waitCopies(t, 2, rest...)
+}

@@ -1,0 +1,236 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// largeCapture writes into dir a capture whose response block, of size
+// bytes, does not compress, with its request record.
+func largeCapture(t testing.TB, dir string, size int) Entry {
+	t.Helper()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := fmt.Appendf(nil, "HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\nContent-Length: %d\r\n\r\n", size)
+	body := make([]byte, size)
+	rand.NewChaCha8([32]byte{7}).Read(body)
+	raw = append(raw, body...)
+	u := "https://video.example/films/large.mp4"
+	at := time.Date(2026, 11, 24, 1, 2, 3, 456789000, time.UTC)
+	rec, err := warc.NewResponse(u, at, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := warc.NewRequest(u, at, []byte("GET /films/large.mp4 HTTP/1.1\r\nHost: video.example\r\n\r\n"))
+	req.Header.Set("WARC-Concurrent-To", rec.ID())
+	locs, err := w.WriteGroup([]*warc.Record{rec, req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	key, err := urlkey.SURT(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Entry{
+		Capture: index.Capture{
+			URLKey: key, Time: at, URL: u, Type: warc.TypeResponse, Status: 200, MIME: "video/mp4",
+			Digest: rec.Header.Get("WARC-Payload-Digest"), RecordID: rec.ID(),
+			Segment: locs[0].Segment, Offset: locs[0].Offset, Length: locs[0].Length,
+		},
+		Records: locs,
+	}
+}
+
+// batchCounter wraps a store, noting the captures of each batch it took.
+type batchCounter struct {
+	mu      sync.Mutex
+	batches [][]string // record IDs of the captures of each batch
+}
+
+func (b *batchCounter) wrap(store func(context.Context, string, []Copy) error) func(context.Context, string, []Copy) error {
+	return func(ctx context.Context, from string, copies []Copy) error {
+		var ids []string
+		for _, cp := range copies {
+			if cp.Capture != nil {
+				ids = append(ids, cp.Capture.RecordID)
+			}
+		}
+		b.mu.Lock()
+		b.batches = append(b.batches, ids)
+		b.mu.Unlock()
+		return store(ctx, from, copies)
+	}
+}
+
+// A capture too large for a batch (a video, say, with --max-body-size
+// raised, or imported) is queued and travels alone, byte for byte, to
+// every peer; the captures around it travel as usual.
+func TestLargeCaptureTravelsAlone(t *testing.T) {
+	creds := network(t, 3)
+	b, c := creds[1].ID(), creds[2].ID()
+	rb, rc := newReceiver(), newReceiver()
+	var cb, cc batchCounter
+	addrB, _ := serve(t, creds[1], Handler(cb.wrap(rb.store)))
+	addrC, _ := serve(t, creds[2], Handler(cc.wrap(rc.store)))
+	res := &resolver{addrs: map[string]string{b: addrB, c: addrC}}
+	warcDir := t.TempDir()
+	small := captures(t, warcDir, 6)
+	large := largeCapture(t, warcDir, MaxBodyBytes+(1<<20))
+	if large.Records[0].Length <= MaxBodyBytes {
+		t.Fatalf("the large capture's member is %d bytes, not over %d", large.Records[0].Length, MaxBodyBytes)
+	}
+	entries := slices.Concat(small[:3], []Entry{large}, small[3:])
+	s := newSender(t, creds[0], t.TempDir(), warcDir, res, 0)
+	s.add(t, []string{b, c}, entries)
+	if st := s.q.Stats(); st.Invalid != 0 {
+		t.Fatalf("Add refused %d entries", st.Invalid)
+	}
+	s.run()
+	waitUntil(t, "delivery", func() bool { return s.q.Under() == 0 })
+	rb.check(t, warcDir, entries, creds[0].ID())
+	rc.check(t, warcDir, entries, creds[0].ID())
+	for name, cnt := range map[string]*batchCounter{"B": &cb, "C": &cc} {
+		cnt.mu.Lock()
+		for _, ids := range cnt.batches {
+			if slices.Contains(ids, large.Capture.RecordID) && len(ids) != 1 {
+				t.Errorf("peer %s: the large capture came in a batch of %d captures", name, len(ids))
+			}
+		}
+		cnt.mu.Unlock()
+	}
+	if st := s.q.Stats(); st.Dropped != 0 || st.Entries != 2*int64(len(entries)) {
+		t.Errorf("Stats = %+v, want %d entries sent, none dropped", st, 2*len(entries))
+	}
+}
+
+// A receiver holds one large batch in memory at a time: another, meanwhile,
+// is answered 503 (the sender tries it again later) without being read.
+// Batches over MaxBodyBytes must carry one entry and declare their length.
+func TestHandlerTakesOneLargeBatchAtATime(t *testing.T) {
+	creds := network(t, 2)
+	rb := newReceiver()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	addr, _ := serve(t, creds[1], Handler(func(ctx context.Context, from string, copies []Copy) error {
+		if first.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+		}
+		return rb.store(ctx, from, copies)
+	}))
+	client := newSender(t, creds[0], t.TempDir(), t.TempDir(), &resolver{addrs: map[string]string{}}, 0).client
+	post := func(body io.Reader, length int64) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, Path, body)
+		req.ContentLength = length
+		req.Header.Set("Content-Type", ContentType)
+		resp, err := client.Do(context.Background(), addr, creds[1].ID(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(msg))
+	}
+
+	dir := t.TempDir()
+	large := largeCapture(t, dir, MaxBodyBytes+(1<<20))
+	c := large.Capture
+	c.Segment, c.Offset, c.Length = "", 0, 0
+	var members [][]byte
+	for _, l := range large.Records {
+		members = append(members, segmentBytes(t, dir, l))
+	}
+	body := batchBytes([]wireEntry{{capture: c, members: members}})
+
+	firstCode := make(chan int, 1)
+	go func() {
+		code, _ := post(bytes.NewReader(body), int64(len(body)))
+		firstCode <- code
+	}()
+	<-entered
+	if code, msg := post(bytes.NewReader(body), int64(len(body))); code != http.StatusServiceUnavailable {
+		t.Errorf("a second large batch during the first answered %d %s, want 503", code, msg)
+	}
+	close(release)
+	if code := <-firstCode; code != http.StatusNoContent {
+		t.Fatalf("the large batch answered %d, want 204", code)
+	}
+	rb.check(t, dir, []Entry{large}, creds[0].ID())
+	// The slot is free again: the same batch is taken (and skipped by a
+	// real store, as delivery is at least once).
+	if code, msg := post(bytes.NewReader(body), int64(len(body))); code != http.StatusNoContent {
+		t.Errorf("a large batch after the first answered %d %s, want 204", code, msg)
+	}
+
+	calls := rb.calls
+	twoEntries := batchBytes([]wireEntry{
+		{capture: c, members: [][]byte{make([]byte, MaxBodyBytes/2)}},
+		{capture: c, members: [][]byte{make([]byte, MaxBodyBytes/2)}},
+	})
+	for _, tc := range []struct {
+		name   string
+		body   io.Reader
+		length int64
+	}{
+		{"two entries over MaxBodyBytes", bytes.NewReader(twoEntries), int64(len(twoEntries))},
+		{"over MaxBodyBytes of undeclared length", io.MultiReader(bytes.NewReader(body)), -1},
+		{"over MaxLargeBodyBytes", io.LimitReader(zeros{}, MaxLargeBodyBytes+1), MaxLargeBodyBytes + 1},
+	} {
+		if code, msg := post(tc.body, tc.length); code != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: answered %d %s, want 413", tc.name, code, msg)
+		}
+	}
+	if rb.calls != calls {
+		t.Errorf("store was called for a refused batch")
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// BenchmarkLargeCapture measures pushing one capture too large for a
+// batch to a peer over loopback TLS: read from its segment, sent alone,
+// checked whole (gzip, block digest) and handed to the store.
+func BenchmarkLargeCapture(b *testing.B) {
+	creds := network(b, 2)
+	peerID := creds[1].ID()
+	var stored atomic.Int64
+	addr, _ := serve(b, creds[1], Handler(func(_ context.Context, _ string, copies []Copy) error {
+		stored.Add(1)
+		return nil
+	}))
+	res := &resolver{addrs: map[string]string{peerID: addr}}
+	warcDir := b.TempDir()
+	large := largeCapture(b, warcDir, MaxBodyBytes+(1<<20))
+	s := newSender(b, creds[0], b.TempDir(), warcDir, res, 0)
+	s.run()
+	b.SetBytes(large.Records[0].Length + large.Records[1].Length)
+	b.ResetTimer()
+	for i := range b.N {
+		s.add(b, []string{peerID}, []Entry{large})
+		waitUntil(b, "delivery", func() bool { return stored.Load() == int64(i+1) && s.q.Under() == 0 })
+	}
+}
