@@ -872,11 +872,25 @@ func (q *Queue) remove(p *peerState, cursor uint64, all bool, dropped, acked []i
 	}
 	for _, it := range gone {
 		h := q.hash(&it.entry)
-		p.pending = max(0, p.pending-1)
-		if n := q.under[h] - 1; n > 0 {
-			q.under[h] = n
-		} else {
+		// An entry can be sent between the commit of its batch and
+		// Committed, while still counted as staged: it is taken off there,
+		// or Committed would count it queued for good (and Leave, waiting
+		// for Under to reach zero, would wait for ever).
+		switch {
+		case p.pending > 0:
+			p.pending--
+		case p.staged > 0:
+			p.staged--
+		}
+		switch n := q.under[h]; {
+		case n > 1:
+			q.under[h] = n - 1
+		case n == 1:
 			delete(q.under, h)
+		case q.stagedUnder[h] > 0:
+			if q.stagedUnder[h]--; q.stagedUnder[h] == 0 {
+				delete(q.stagedUnder, h)
+			}
 		}
 		if _, ok := q.stagedDel[string(it.key)]; ok {
 			// Retarget staged this deletion too: it is done now.

@@ -635,3 +635,38 @@ func TestAddRefuses(t *testing.T) {
 		t.Errorf("staged %d, Invalid %d; want nothing staged, %d invalid", b.Count(), s.q.Stats().Invalid, len(bad))
 	}
 }
+
+// An entry sent between the commit of its batch and Committed (the sender
+// reads the database while the crawler is between the two) is counted
+// gone, not queued for good: Under would otherwise never reach zero, and a
+// node leaving the network waits for it to.
+func TestSentBeforeCommitted(t *testing.T) {
+	creds := network(t, 2)
+	b := creds[1].ID()
+	rb := newReceiver()
+	addr, _ := serve(t, creds[1], Handler(rb.store))
+	res := &resolver{addrs: map[string]string{b: addr}}
+	warcDir := t.TempDir()
+	entries := captures(t, warcDir, 10)
+	s := newSender(t, creds[0], t.TempDir(), warcDir, res, 0)
+	batch := s.db.NewIndexedBatch()
+	for _, e := range entries {
+		if err := s.q.Add(batch, []string{b}, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	s.q.mu.Lock()
+	p := s.q.peer(b)
+	s.q.mu.Unlock()
+	if err := s.q.sendBatch(context.Background(), p, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.q.Committed()
+	rb.check(t, warcDir, entries, creds[0].ID())
+	if n, pending := s.q.Under(), s.q.Pending(); n != 0 || len(pending) != 0 {
+		t.Errorf("Under = %d, Pending = %v after every entry was sent; want 0 and none", n, pending)
+	}
+}
