@@ -162,12 +162,24 @@ func (c *Cache) fill(ctx context.Context, origin string, e *entry, level int) er
 		e.set(r.status, r.body, r.expires, c.opts.MaxSize, c.opts.UserAgent)
 		return nil
 	}
-	status, body, redirects, shared, target, err := c.follow(ctx, origin, e, level)
-	if err != nil && ctx.Err() != nil {
+	abandon := func() {
 		c.mu.Lock()
 		delete(c.hosts, origin)
 		c.mu.Unlock()
 		close(e.ready) // waiters re-check ctx or refetch
+	}
+	followed := false
+	defer func() {
+		// A fetch that panics, should anyone recover from it, must not leave
+		// the waiters waiting.
+		if !followed {
+			abandon()
+		}
+	}()
+	status, body, redirects, shared, target, err := c.follow(ctx, origin, e, level)
+	followed = true
+	if err != nil && ctx.Err() != nil {
+		abandon()
 		return ctx.Err()
 	}
 	if shared != nil {

@@ -318,6 +318,43 @@ func TestAbandonedFetchIsRetried(t *testing.T) {
 	}
 }
 
+// A fetch that panics, and a caller that recovers from it, leave no one
+// waiting for the file: a waiter fetches it itself.
+func TestPanickingFetchReleasesWaiters(t *testing.T) {
+	var calls atomic.Int64
+	started, proceed := make(chan struct{}), make(chan struct{})
+	fetch := func(ctx context.Context, u string) (int, []byte, string, error) {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-proceed
+			panic("a bug in the fetcher")
+		}
+		return 200, []byte("User-agent: *\nDisallow: /private\n"), "", nil
+	}
+	c := New(fetch, Options{})
+	first := make(chan any, 1)
+	go func() {
+		defer func() { first <- recover() }()
+		c.Check(context.Background(), "http://a.test/")
+	}()
+	<-started
+	second := make(chan Decision, 1)
+	go func() { second <- check(t, c, "http://a.test/private") }()
+	time.Sleep(20 * time.Millisecond) // the second caller waits for the first's fetch
+	close(proceed)
+	if r := <-first; r != "a bug in the fetcher" {
+		t.Errorf("the first caller recovered %v, want the fetcher's panic", r)
+	}
+	select {
+	case d := <-second:
+		if d.Allowed || d.Reason != "disallowed by robots.txt" {
+			t.Errorf("the waiting caller: %+v; want the rules, fetched again", d)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the waiting caller still waits a minute after the fetch panicked")
+	}
+}
+
 // An origin whose robots.txt redirects to another's keeps that one's rules
 // in the persistent cache too, whichever of the two was checked first:
 // after a restart neither the redirect nor the file is fetched again.
