@@ -224,7 +224,8 @@ func (c *Crawler) liveRecords(ctx context.Context, segments map[string]int64) (m
 
 // scanLive reads segment's records up to size and sorts them: kept are
 // the captures the index points at here, the records right after each of
-// them that are concurrent to it (its request and metadata records), and
+// them that belong to it (its request and metadata records, by
+// warc.IsCompanion, the rule replication and export follow too), and
 // the records with a copied or imported mark that names this place or no
 // place — unless they are concurrent to a capture of this segment that is
 // no longer indexed (the companions of a released copy); everything else
@@ -264,7 +265,7 @@ func (c *Crawler) scanLive(segment string, size int64, captures map[int64]index.
 			released[rec.ID()] = true
 		}
 		concurrent := rec.Header.Get("WARC-Concurrent-To")
-		companion := head != "" && concurrent == head
+		companion := warc.IsCompanion(&rec.Header, head)
 		if !companion {
 			head = ""
 		}
