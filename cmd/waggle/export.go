@@ -103,8 +103,14 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if s.Incomplete > 0 {
 		fmt.Fprintf(stderr, "warning: %d captures are in it without their request or metadata records, which could not be read; the first: %s\n", s.Incomplete, s.FirstIncomplete)
 	}
+	if s.Unasked != "" {
+		fmt.Fprintf(stderr, "warning: written from the nodes that answered: %s\n", s.Unasked)
+	}
 	if s.Unreadable > 0 {
 		return fmt.Errorf("%s is written, but without %d captures whose records could not be read (damaged, or on a node that could not be reached); the first: %s", *out, s.Unreadable, s.FirstError)
+	}
+	if s.Unasked != "" {
+		return fmt.Errorf("%s is written, but may lack captures held only by nodes that could not be asked", *out)
 	}
 	return nil
 }

@@ -118,13 +118,35 @@ func (n *Network) Range(ctx context.Context, lo, hi string, reverse bool, fn fun
 // (hi empty: no upper bound), by key then time, from every live node, as
 // Range does for a range that spans sites: within one site too it does not
 // stop at the owner's answer. It is for reading a range whole (an export),
-// not fast.
+// not fast. A node that cannot be asked, or fails part way, is passed over:
+// the range is read through from the others, which hold copies of most of
+// what it does, and Gather then returns a *PartialError naming it.
 func (n *Network) Gather(ctx context.Context, lo, hi string, reverse bool, fn func(index.Capture) (bool, error)) error {
 	if hi != "" && lo >= hi {
 		return nil
 	}
-	return n.merge(ctx, query{lo: lo, hi: hi, reverse: reverse}, fn)
+	q := query{lo: lo, hi: hi, reverse: reverse}
+	_, failed, err := n.mergeAvailable(ctx, q, n.others(n.self), true, fn)
+	if err == nil && len(failed) > 0 {
+		return &PartialError{Failed: failed}
+	}
+	return err
 }
+
+// A PartialError is a range read through without some nodes, which could
+// not be asked (each of Failed is an ErrUnavailable): captures that only
+// they hold are missing from what was read.
+type PartialError struct{ Failed []error }
+
+func (e *PartialError) Error() string {
+	msgs := make([]string, len(e.Failed))
+	for i, err := range e.Failed {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("archive: %d node(s) could not be asked, and captures only they hold are missing: %s", len(e.Failed), strings.Join(msgs, "; "))
+}
+
+func (e *PartialError) Unwrap() []error { return e.Failed }
 
 // lookup answers q, whose keys are all of site, from the site's owner if it
 // has any capture for q, and otherwise from every other live node.
@@ -158,29 +180,15 @@ func (n *Network) lookup(ctx context.Context, site string, q query, fn func(inde
 // failure, or else the others', is the answer, for the captures may be
 // on a node that failed.
 func (n *Network) elsewhere(ctx context.Context, q query, owner string, ownerErr error, fn func(index.Capture) (bool, error)) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	nodes := n.others(owner)
 	local := owner != n.self
 	if len(nodes) == 0 && !local {
 		return ownerErr
 	}
-	srcs, errs := n.openAll(ctx, q, nodes, local)
-	defer closeAll(srcs)
-	var failed []error
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, ErrUnavailable) {
-			return err // the caller's cancellation
-		}
-		if err != nil {
-			failed = append(failed, err)
-		}
-	}
-	found, more, err := n.mergeSources(q, srcs, true, fn)
+	found, failed, err := n.mergeAvailable(ctx, q, nodes, local, fn)
 	if err != nil {
 		return err
 	}
-	failed = append(failed, more...)
 	if !found {
 		if ownerErr != nil {
 			return ownerErr
@@ -692,6 +700,27 @@ func (n *Network) merge(ctx context.Context, q query, fn func(index.Capture) (bo
 	}
 	_, _, err := n.mergeSources(q, srcs, false, fn)
 	return err
+}
+
+// mergeAvailable answers q from nodes (and with local, this node's
+// archive) as merge does, but passes over the nodes that are unavailable,
+// when the query is opened or part way, returning their errors in failed.
+// found reports whether fn was called.
+func (n *Network) mergeAvailable(ctx context.Context, q query, nodes []Node, local bool, fn func(index.Capture) (bool, error)) (found bool, failed []error, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srcs, errs := n.openAll(ctx, q, nodes, local)
+	defer closeAll(srcs)
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, ErrUnavailable) {
+			return false, nil, err // the caller's cancellation
+		}
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	found, more, err := n.mergeSources(q, srcs, true, fn)
+	return found, append(failed, more...), err
 }
 
 // openAll opens q on nodes at once; with local, this node's archive is the

@@ -504,9 +504,40 @@ func TestUnavailable(t *testing.T) {
 	ctx := context.Background()
 	key := keyOf(t, "http://c.test/")
 	caps := all(t, func(fn func(index.Capture) (bool, error)) error { return cl.net.Captures(ctx, key, false, fn) })
+	var live []index.Capture // what the nodes that stay up hold, each capture once
+	for i := range 2 {
+		for _, c := range cl.held(t, i, "", "") {
+			if !slices.ContainsFunc(live, func(o index.Capture) bool { return compareCaptures(o, c) == 0 }) {
+				live = append(live, c)
+			}
+		}
+	}
+	slices.SortStableFunc(live, compareCaptures)
+	if len(live) == 0 {
+		t.Fatal("fixture: nodes 0 and 1 hold nothing")
+	}
 	cl.nodes[2].stop()
 
-	err := cl.net.Captures(ctx, key, false, func(index.Capture) (bool, error) { return true, nil })
+	// Read whole, the range is read through from the nodes that answer;
+	// the error says which did not.
+	var gathered []index.Capture
+	err := cl.net.Gather(ctx, "", "", false, func(c index.Capture) (bool, error) {
+		c.Node = ""
+		gathered = append(gathered, c)
+		return true, nil
+	})
+	var partial *PartialError
+	if !errors.As(err, &partial) || !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), cl.nodes[2].cred.ID()) {
+		t.Errorf("Gather with a member stopped: %v; want a PartialError naming it", err)
+	}
+	for i := range live {
+		live[i].Node = ""
+	}
+	if !reflect.DeepEqual(gathered, live) {
+		t.Errorf("Gather with a member stopped gave %d captures, want the %d the others hold", len(gathered), len(live))
+	}
+
+	err = cl.net.Captures(ctx, key, false, func(index.Capture) (bool, error) { return true, nil })
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), cl.nodes[2].cred.ID()) {
 		t.Errorf("Captures from a stopped owner: %v", err)
 	}

@@ -135,7 +135,8 @@ func Export(ctx context.Context, data string, sel wacz.Selection, w io.Writer) (
 		msg := strings.TrimSpace(string(b))
 		switch {
 		case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(msg, wacz.ErrNoCaptures.Error()):
-			return wacz.Stats{}, wacz.ErrNoCaptures
+			// With what follows it: which nodes could not be asked, if any.
+			return wacz.Stats{}, fmt.Errorf("%w%s", wacz.ErrNoCaptures, strings.TrimPrefix(msg, wacz.ErrNoCaptures.Error()))
 		case resp.StatusCode == http.StatusNotFound:
 			return wacz.Stats{}, fmt.Errorf("the node running on %s does not export (%s); is it an older waggle? Stop it to export its data directory", data, msg)
 		}

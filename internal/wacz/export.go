@@ -61,9 +61,13 @@ type Stats struct {
 	// pass between nodes); FirstIncomplete says why for the first.
 	Incomplete      int
 	FirstIncomplete string
-	Records         int   // WARC records written: captures, their request and metadata records, warcinfo records
-	Pages           int   // lines of pages.jsonl
-	WARCBytes       int64 // size of the WARC file
+	// Unasked says which nodes could not be asked for their captures (an
+	// archive.PartialError), when some could not: the export went on
+	// with the others, and captures only those nodes hold are missing.
+	Unasked   string
+	Records   int   // WARC records written: captures, their request and metadata records, warcinfo records
+	Pages     int   // lines of pages.jsonl
+	WARCBytes int64 // size of the WARC file
 }
 
 // ErrNoCaptures reports a selection that matches nothing: there would be no
@@ -83,7 +87,8 @@ var ErrUnreadable = errors.New("wacz: no capture could be read")
 // right after it (WARC-Concurrent-To the capture); each segment's warcinfo
 // record is copied before its first record. A capture whose record cannot
 // be read is left out and counted in Stats.Unreadable: one damaged record
-// or unreachable node does not lose the rest. A revisit needs the record
+// or unreachable node does not lose the rest; nor does a node that cannot
+// be asked for its captures (Stats.Unasked). A revisit needs the record
 // holding its payload to replay (archive.Original finds it, on any node):
 // when that record is outside the selection it is copied too, and indexed.
 // Records that other tools wrote before their response (wget's request
@@ -125,19 +130,30 @@ func Export(ctx context.Context, w io.Writer, src Source, sel Selection) (Stats,
 	}
 	e.out = &hashWriter{w: ww, h: sha256.New()}
 
+	var partial *archive.PartialError
 	err = e.prefetch(func(yield func(index.Capture, bool) error) error {
-		return src.Archive.Range(ctx, m.lo, m.hi, false, func(c index.Capture) (bool, error) {
+		err := src.Archive.Range(ctx, m.lo, m.hi, false, func(c index.Capture) (bool, error) {
 			if !m.contains(c) {
 				return true, nil
 			}
 			return true, yield(c, true)
 		})
+		if errors.As(err, &partial) {
+			return nil
+		}
+		return err
 	}, e.selected)
 	if err != nil {
 		return e.stats, err
 	}
+	if partial != nil {
+		e.stats.Unasked = partial.Error()
+	}
 	if e.stats.Captures == 0 && e.stats.Unreadable > 0 {
 		return e.stats, fmt.Errorf("%w: none of the %d captures selected could be read; the first: %s", ErrUnreadable, e.stats.Unreadable, e.stats.FirstError)
+	}
+	if e.stats.Captures == 0 && partial != nil {
+		return e.stats, fmt.Errorf("%w among those of the nodes that answered: %w", ErrNoCaptures, partial)
 	}
 	if e.stats.Captures == 0 {
 		return e.stats, ErrNoCaptures
@@ -300,10 +316,14 @@ func (e *exporter) selected(f *fetched) error {
 }
 
 // unreadable counts a capture left out, or a revisit whose original could
-// not be looked up, unless the export itself was cancelled.
+// not be looked up, unless the export itself was cancelled or err is a
+// bug (errInternal): then it is the export's error.
 func (e *exporter) unreadable(c index.Capture, err error) error {
 	if ctxErr := e.ctx.Err(); ctxErr != nil {
 		return ctxErr
+	}
+	if errors.Is(err, errInternal) {
+		return err
 	}
 	tally(&e.stats.Unreadable, &e.stats.FirstError, c, err)
 	return nil

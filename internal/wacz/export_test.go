@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -819,9 +820,23 @@ type failing struct {
 	wacz.Archive
 	member, companions error
 	cancel             func()
+	panics             bool // Member panics
+	unasked            error
+}
+
+// Range lists the captures, then fails with a.unasked wrapped in an
+// archive.PartialError, if set: a node that could not be asked.
+func (a failing) Range(ctx context.Context, lo, hi string, reverse bool, fn func(index.Capture) (bool, error)) error {
+	if err := a.Archive.Range(ctx, lo, hi, reverse, fn); err != nil || a.unasked == nil {
+		return err
+	}
+	return &archive.PartialError{Failed: []error{a.unasked}}
 }
 
 func (a failing) Member(ctx context.Context, c index.Capture) ([]byte, *warc.Record, error) {
+	if a.panics {
+		panic("a bug in reading a record")
+	}
 	if a.member != nil {
 		return nil, nil, a.member
 	}
@@ -868,5 +883,22 @@ func TestExportSaysWhatItCouldNotRead(t *testing.T) {
 	defer cancel()
 	if s, err := wacz.Export(ctx, io.Discard, wacz.Source{Archive: failing{Archive: local, cancel: cancel}, TempDir: t.TempDir()}, sel); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled while reading companions: %+v, %v", s, err)
+	}
+
+	// A node that could not be asked for its captures: the others' are
+	// exported, and the node named.
+	down := fmt.Errorf("%w: node3: connection refused", archive.ErrUnavailable)
+	s, err = wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, unasked: down}, TempDir: t.TempDir()}, sel)
+	if err != nil || s.Captures == 0 || !strings.Contains(s.Unasked, "node3: connection refused") {
+		t.Errorf("a node not asked: %+v, %v; want the export made, the node named in Unasked", s, err)
+	}
+	_, err = wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, unasked: down}, TempDir: t.TempDir()}, wacz.Selection{Host: "nothing.example"})
+	if !errors.Is(err, wacz.ErrNoCaptures) || !strings.Contains(err.Error(), "node3") {
+		t.Errorf("nothing selected with a node not asked: %v; want ErrNoCaptures naming the node", err)
+	}
+
+	// A panic in a reader goroutine would take a serving node down with it.
+	if s, err := wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, panics: true}, TempDir: t.TempDir()}, sel); err == nil || errors.Is(err, wacz.ErrUnreadable) || !strings.Contains(err.Error(), "a bug in reading a record") {
+		t.Errorf("a reader that panics: %+v, %v; want the panic as an error", s, err)
 	}
 }

@@ -2,7 +2,9 @@ package wacz
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 
 	"github.com/waggle-archive/waggle/internal/archive"
@@ -50,7 +52,9 @@ func (e *exporter) prefetch(feed func(yield func(c index.Capture, selected bool)
 	for range prefetchWorkers {
 		workers.Go(func() {
 			for f := range jobs {
-				e.read(ctx, f)
+				if err := safely(func() error { e.read(ctx, f); return nil }); err != nil {
+					f.err = err
+				}
 				close(f.done)
 			}
 		})
@@ -62,7 +66,7 @@ func (e *exporter) prefetch(feed func(yield func(c index.Capture, selected bool)
 		for f := range order { // drained to the end, so that feed never blocks for ever
 			<-f.done
 			if err == nil {
-				if err = write(f); err != nil {
+				if err = safely(func() error { return write(f) }); err != nil {
 					cancel()
 				}
 			}
@@ -88,6 +92,22 @@ func (e *exporter) prefetch(feed func(yield func(c index.Capture, selected bool)
 		return werr
 	}
 	return err
+}
+
+// errInternal is a panic met while exporting: a bug, which fails the
+// export rather than count as one unreadable capture.
+var errInternal = errors.New("wacz: internal error")
+
+// safely calls fn, turning a panic into an errInternal: a bug met while
+// exporting one capture fails the export, not the node that serves it
+// (net/http recovers only the handler's own goroutine).
+func safely(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v\n%s", errInternal, r, debug.Stack())
+		}
+	}()
+	return fn()
 }
 
 // read reads f's records and, for a selected capture, what its index and
