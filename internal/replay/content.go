@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/index"
@@ -102,7 +103,7 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff") // the archived type, not a guess, decides what a response is
 	h.Set("X-Archive-Src", c.Segment+":"+strconv.FormatInt(c.Offset, 10))
 	if t.mod == "id_" {
-		s.serveIdentity(w, resp)
+		s.serveIdentity(w, r, resp)
 		return
 	}
 	copyHeaders(h, resp.header)
@@ -152,14 +153,35 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 	if h.Get("Content-Type") == "" {
 		h.Set("Content-Type", "application/octet-stream") // never let Go sniff archived bytes into HTML
 	}
+	if kind == "" {
+		serveArchived(w, r, resp.status, body)
+		return
+	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(resp.status)
 	w.Write(body)
 }
 
+// serveArchived writes archived bytes, not rewritten, with the archived
+// status. A 200 answers range requests as the live server could have:
+// video and audio players seek with them, PDF viewers load by them. (A
+// rewritten body is not served in ranges: it depends on the archive's
+// state, so two requests could see different bytes.)
+func serveArchived(w http.ResponseWriter, r *http.Request, status int, body []byte) {
+	if status != http.StatusOK {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(status)
+		w.Write(body)
+		return
+	}
+	// No modification time: a conditional request or an If-Range by date
+	// gets the whole body, as ServeContent does without one.
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+}
+
 // serveIdentity replays the archived payload byte for byte (id_), with the
 // archived headers that describe it.
-func (s *Server) serveIdentity(w http.ResponseWriter, resp *response) {
+func (s *Server) serveIdentity(w http.ResponseWriter, r *http.Request, resp *response) {
 	h := w.Header()
 	copyHeaders(h, resp.header)
 	if ce := resp.header.Get("Content-Encoding"); ce != "" {
@@ -171,9 +193,7 @@ func (s *Server) serveIdentity(w http.ResponseWriter, resp *response) {
 	if h.Get("Content-Type") == "" {
 		h.Set("Content-Type", "application/octet-stream")
 	}
-	h.Set("Content-Length", strconv.Itoa(len(resp.payload)))
-	w.WriteHeader(resp.status)
-	w.Write(resp.payload)
+	serveArchived(w, r, resp.status, resp.payload)
 }
 
 // copyHeaders replays archived headers under the rules of passHeaders.

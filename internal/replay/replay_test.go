@@ -187,6 +187,45 @@ func TestIdentityIsTheArchivedPayload(t *testing.T) {
 	}
 }
 
+// Archived bytes served as they are answer range requests, as a video
+// player seeking, or a PDF viewer, sends them; a rewritten page does not,
+// and neither does an archived status other than 200.
+func TestRangesOfArchivedBytes(t *testing.T) {
+	a := exampleArchive(t)
+	logo := a.content.URL + "/web/20240201000000im_/http://example.com/logo.png" // "PNG-february"
+	for _, tc := range []struct {
+		url, rng string
+		status   int
+		body     string
+		crange   string
+	}{
+		{logo, "bytes=4-7", 206, "febr", "bytes 4-7/12"},
+		{logo, "bytes=-4", 206, "uary", "bytes 8-11/12"},
+		{logo, "bytes=100-", 416, "", "bytes */12"},
+		{logo, "", 200, "PNG-february", ""},
+		{a.content.URL + "/web/20240201000000id_/http://example.com/logo.png", "bytes=0-2", 206, "PNG", "bytes 0-2/12"},
+	} {
+		var hdr []string
+		if tc.rng != "" {
+			hdr = []string{"Range", tc.rng}
+		}
+		resp, body := get(t, tc.url, hdr...)
+		if resp.StatusCode != tc.status || resp.Header.Get("Content-Range") != tc.crange || tc.status != 416 && body != tc.body {
+			t.Errorf("%s, Range %q: %d %q, Content-Range %q; want %d %q, %q", tc.url, tc.rng, resp.StatusCode, body, resp.Header.Get("Content-Range"), tc.status, tc.body, tc.crange)
+		}
+		if tc.status != 416 && (resp.Header.Get("Content-Type") != "image/png" || resp.Header.Get("Link") == "") {
+			t.Errorf("%s, Range %q: the archived type and the Memento headers are lost: %v", tc.url, tc.rng, resp.Header)
+		}
+	}
+	// A rewritten page, and an archived redirect, are whole whatever is asked.
+	if resp, body := get(t, a.content.URL+"/web/20240101120000mp_/http://example.com/", "Range", "bytes=0-9"); resp.StatusCode != 200 || len(body) < 100 {
+		t.Errorf("a rewritten page asked in a range: %d, %d bytes; want 200 and the whole page", resp.StatusCode, len(body))
+	}
+	if resp, _ := get(t, a.content.URL+"/web/20240101120000id_/http://example.com/redirect", "Range", "bytes=0-0"); resp.StatusCode != 301 {
+		t.Errorf("an archived 301 asked in a range: %d", resp.StatusCode)
+	}
+}
+
 func TestGzipPageIsDecodedAndRewritten(t *testing.T) {
 	a := exampleArchive(t)
 	resp, body := get(t, a.content.URL+"/web/20240101120000mp_/http://example.com/zipped")
