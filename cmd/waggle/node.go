@@ -13,6 +13,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/admission"
 	"github.com/waggle-archive/waggle/internal/membership"
 	"github.com/waggle-archive/waggle/internal/node"
+	"github.com/waggle-archive/waggle/internal/replay"
 )
 
 func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -33,6 +34,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "copies of each capture the network keeps")
 	fs.DurationVar(&cfg.RepairEvery, "repair-every", node.DefaultRepairEvery, "interval of anti-entropy rounds with the other members")
 	fs.Int64Var(&cfg.RepairRate, "repair-rate", node.DefaultRepairRate, "bytes per second anti-entropy may use (comparisons and copies)")
+	replayCache := fs.Int64("replay-cache", replay.DefaultPayloadCacheBytes, "bytes of large payloads (videos…) kept in memory for their range requests; 0 for none")
 	localTiming := fs.Bool("local-timing", false, "fast failure detection for nodes on one machine (tests, demos)")
 	verbose := fs.Bool("v", false, "log more (to stderr)")
 	seeds, err := parseFlags(fs, args)
@@ -42,6 +44,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := finishCrawlFlags(&cfg.Crawl, *scope, *delay); err != nil {
 		return err
 	}
+	cfg.ReplayCacheBytes = replayCacheBytes(*replayCache)
 	cfg.Crawl.Seeds = seeds
 	if *join != "" {
 		cfg.Join = strings.Split(*join, ",")

@@ -19,6 +19,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	data := fs.String("data", "./waggle-data", "data directory of the archive")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "address of the web interface")
 	contentAddr := fs.String("content-http", "", "address replayed pages are served from, a separate origin (default: the --http host, next port)")
+	cacheBytes := fs.Int64("replay-cache", replay.DefaultPayloadCacheBytes, "bytes of large payloads (videos…) kept in memory for their range requests; 0 for none")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -31,16 +32,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	return serveArchive(ctx, index.New(db), filepath.Join(*data, "warc"), ui, content, stdout, stderr)
+	return serveArchive(ctx, index.New(db), filepath.Join(*data, "warc"), ui, content, *cacheBytes, stdout, stderr)
 }
 
 // serveArchive serves replay of an archive on the two listeners until ctx is done.
-func serveArchive(ctx context.Context, idx *index.Index, warcDir string, ui, content net.Listener, stdout, stderr io.Writer) error {
+// cacheBytes is replay.Config.PayloadCacheBytes, but 0 means none.
+func serveArchive(ctx context.Context, idx *index.Index, warcDir string, ui, content net.Listener, cacheBytes int64, stdout, stderr io.Writer) error {
 	srv := replay.New(replay.Config{
-		Archive:     archive.NewLocal(idx, warcDir),
-		UIAddr:      ui.Addr().String(),
-		ContentAddr: content.Addr().String(),
-		Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Archive:           archive.NewLocal(idx, warcDir),
+		UIAddr:            ui.Addr().String(),
+		ContentAddr:       content.Addr().String(),
+		PayloadCacheBytes: replayCacheBytes(cacheBytes),
+		Logger:            slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	fmt.Fprintf(stdout, "Replay: open http://%s/ (replayed pages are served from http://%s/). Ctrl-C stops.\n", browsable(ui.Addr()), browsable(content.Addr()))
 	return replay.Serve(ctx, srv, ui, content)
@@ -53,4 +56,13 @@ func browsable(a net.Addr) string {
 		return a.String()
 	}
 	return net.JoinHostPort("localhost", fmt.Sprint(tcp.Port))
+}
+
+// replayCacheBytes turns a --replay-cache value, where 0 means none, into
+// replay.Config.PayloadCacheBytes, where 0 means the default.
+func replayCacheBytes(flag int64) int64 {
+	if flag <= 0 {
+		return -1
+	}
+	return flag
 }

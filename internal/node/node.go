@@ -84,6 +84,8 @@ type Config struct {
 	// that repair never starves crawling or replay.
 	RepairEvery time.Duration
 	RepairRate  int64
+	// ReplayCacheBytes is replay.Config.PayloadCacheBytes.
+	ReplayCacheBytes int64
 	// CompactMinDead is the share of a WARC segment's bytes that released
 	// copies must make up before the segment is rewritten without them
 	// (default DefaultCompactMinDead).
@@ -434,9 +436,10 @@ func (n *Node) Run(ctx context.Context) error {
 	wg.Go(func() { n.sampleRate(ctx) })
 	if n.uiLn != nil {
 		srv := replay.New(replay.Config{
-			Archive:     n.arc,
-			UIAddr:      n.uiLn.Addr().String(),
-			ContentAddr: n.contentLn.Addr().String(),
+			Archive:           n.arc,
+			UIAddr:            n.uiLn.Addr().String(),
+			ContentAddr:       n.contentLn.Addr().String(),
+			PayloadCacheBytes: n.cfg.ReplayCacheBytes,
 			Routes: map[string]http.Handler{
 				"GET /api/status": n.statusHandler(),
 				"GET /metrics":    n.metricsHandler(),

@@ -2,11 +2,13 @@ package replay
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,7 +93,7 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 		i = atOrBefore(caps, when)
 	}
 	c := caps[i]
-	resp, err := s.load(r.Context(), c)
+	resp, err := s.payloads.get(r.Context(), c, func(ctx context.Context) (*response, error) { return s.load(ctx, c) })
 	if err != nil {
 		s.contentError(w, r, err)
 		return
@@ -203,9 +205,9 @@ func copyHeaders(dst, src http.Header) {
 		switch {
 		case hopHeaders[ck]:
 		case passHeaders[ck]:
-			dst[ck] = vs
+			dst[ck] = slices.Clone(vs) // src may be shared (payloadCache)
 		default:
-			dst["X-Archive-Orig-"+ck] = vs
+			dst["X-Archive-Orig-"+ck] = slices.Clone(vs)
 		}
 	}
 }

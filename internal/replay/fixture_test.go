@@ -62,7 +62,7 @@ func ts(s string) time.Time {
 
 // newTestArchive archives fixtures and serves them from this node's own
 // archive.
-func newTestArchive(t *testing.T, fixtures []fixture) *testArchive {
+func newTestArchive(t testing.TB, fixtures []fixture) *testArchive {
 	t.Helper()
 	return newTestArchiveVia(t, fixtures, nil)
 }
@@ -70,7 +70,7 @@ func newTestArchive(t *testing.T, fixtures []fixture) *testArchive {
 // newTestArchiveVia archives fixtures and serves them through via(local
 // archive), which stands for an archive spanning nodes; nil via serves the
 // local archive itself.
-func newTestArchiveVia(t *testing.T, fixtures []fixture, via func(*archive.Local) archive.Archive) *testArchive {
+func newTestArchiveVia(t testing.TB, fixtures []fixture, via func(*archive.Local) archive.Archive) *testArchive {
 	t.Helper()
 	data := t.TempDir()
 	db, err := crawl.OpenDB(data)
@@ -204,7 +204,7 @@ func parseHeaderLines(s string) map[string][]string {
 // noRedirect is a client that shows redirects instead of following them.
 var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
-func get(t *testing.T, url string, hdr ...string) (*http.Response, string) {
+func get(t testing.TB, url string, hdr ...string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {

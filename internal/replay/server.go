@@ -47,6 +47,11 @@ type Config struct {
 	// pattern: a node's GET /api/status and GET /metrics.
 	Routes map[string]http.Handler
 
+	// PayloadCacheBytes bounds the payloads of large captures (a record of
+	// 1 MiB or more) kept once loaded, for the many range requests of a
+	// video player: DefaultPayloadCacheBytes if 0, none if negative.
+	PayloadCacheBytes int64
+
 	Logger *slog.Logger
 }
 
@@ -57,6 +62,9 @@ type Server struct {
 	ctAddr string
 	routes map[string]http.Handler
 	log    *slog.Logger
+	// payloads keeps loaded responses of large captures; they are shared,
+	// so a response is never changed once loaded.
+	payloads *payloadCache
 
 	summaryMu   sync.Mutex
 	summary     *summary
@@ -74,7 +82,14 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{arc: cfg.Archive, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, routes: cfg.Routes, log: log}
+	cacheBytes := cfg.PayloadCacheBytes
+	if cacheBytes == 0 {
+		cacheBytes = DefaultPayloadCacheBytes
+	}
+	return &Server{
+		arc: cfg.Archive, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, routes: cfg.Routes, log: log,
+		payloads: newPayloadCache(cacheBytes),
+	}
 }
 
 // origin returns "http://host:port" for the listener at addr as the

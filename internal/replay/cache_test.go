@@ -1,0 +1,164 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/waggle-archive/waggle/internal/archive"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+func largeCapture(id string) index.Capture {
+	return index.Capture{RecordID: id, Length: minCachedRecord}
+}
+
+// loader counts its loads and gives payloads of size bytes.
+type loader struct {
+	size  int
+	calls atomic.Int64
+	fail  error
+	gate  chan struct{} // if set, a load waits for it
+}
+
+func (l *loader) load(context.Context) (*response, error) {
+	l.calls.Add(1)
+	if l.gate != nil {
+		<-l.gate
+	}
+	if l.fail != nil {
+		return nil, l.fail
+	}
+	return &response{status: 200, payload: make([]byte, l.size)}, nil
+}
+
+func TestPayloadCache(t *testing.T) {
+	ctx := context.Background()
+	pc := newPayloadCache(3 << 20)
+
+	// Requests that come while a load runs share it.
+	l := &loader{size: 1 << 20, gate: make(chan struct{})}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if resp, err := pc.get(ctx, largeCapture("a"), l.load); err != nil || len(resp.payload) != 1<<20 {
+				t.Errorf("get: %v", err)
+			}
+		})
+	}
+	for l.calls.Load() == 0 {
+		runtime.Gosched() // until the first load starts; the others then find it
+	}
+	close(l.gate)
+	wg.Wait()
+	if n := l.calls.Load(); n != 1 {
+		t.Errorf("8 requests at once loaded %d times, want 1", n)
+	}
+	pc.get(ctx, largeCapture("a"), l.load)
+	if n := l.calls.Load(); n != 1 {
+		t.Errorf("a request after the load loaded again (%d loads)", n)
+	}
+
+	// Least recently used first out: a, b, c at 1 MiB each fill 3 MiB;
+	// a is used again, then d pushes b out.
+	for _, id := range []string{"b", "c", "a", "d"} {
+		pc.get(ctx, largeCapture(id), (&loader{size: 1 << 20}).load)
+	}
+	for id, kept := range map[string]bool{"a": true, "b": false, "c": true, "d": true} {
+		if _, got := pc.entries[id]; got != kept {
+			t.Errorf("%s kept: %v, want %v", id, got, kept)
+		}
+	}
+	if pc.held != 3<<20 {
+		t.Errorf("holds %d bytes, want the %d of three payloads", pc.held, 3<<20)
+	}
+	again := &loader{size: 1 << 20}
+	pc.get(ctx, largeCapture("d"), again.load)
+	if again.calls.Load() != 0 {
+		t.Error("a kept payload was loaded again")
+	}
+
+	// Not kept: a failed load, a payload larger than the cache, a small record.
+	for _, tc := range []struct {
+		name string
+		c    index.Capture
+		l    *loader
+	}{
+		{"a failed load", largeCapture("e"), &loader{size: 1, fail: errors.New("disk")}},
+		{"a payload over the cache's size", largeCapture("f"), &loader{size: 4 << 20}},
+		{"a small record", index.Capture{RecordID: "g", Length: minCachedRecord - 1}, &loader{size: 10}},
+	} {
+		pc.get(ctx, tc.c, tc.l.load)
+		pc.get(ctx, tc.c, tc.l.load)
+		if n := tc.l.calls.Load(); n != 2 {
+			t.Errorf("%s: loaded %d times in two requests, want 2", tc.name, n)
+		}
+	}
+}
+
+// countingArchive counts the records read through it.
+type countingArchive struct {
+	archive.Archive
+	reads atomic.Int64
+}
+
+func (a *countingArchive) Record(ctx context.Context, c index.Capture) (*warc.Record, error) {
+	a.reads.Add(1)
+	return a.Archive.Record(ctx, c)
+}
+
+// A video asked for in ranges is read from the archive once.
+func TestRangesOfALargeCaptureReadItOnce(t *testing.T) {
+	video := make([]byte, 2<<20)
+	rand.NewChaCha8([32]byte{5}).Read(video) // so that its record is over a MiB as stored
+	var counted *countingArchive
+	a := newTestArchiveVia(t, []fixture{
+		{url: "http://example.com/film.mp4", at: "20240101120000", header: "Content-Type: video/mp4\r\n", body: string(video)},
+	}, func(l *archive.Local) archive.Archive {
+		counted = &countingArchive{Archive: l}
+		return counted
+	})
+	u := a.content.URL + "/web/20240101120000oe_/http://example.com/film.mp4"
+	for i := range 5 {
+		from := i * 400_000
+		resp, body := get(t, u, "Range", fmt.Sprintf("bytes=%d-%d", from, from+99))
+		if resp.StatusCode != 206 || body != string(video[from:from+100]) {
+			t.Fatalf("range at %d: %d, %d bytes", from, resp.StatusCode, len(body))
+		}
+	}
+	if n := counted.reads.Load(); n != 1 {
+		t.Errorf("5 ranges read the record %d times, want 1", n)
+	}
+}
+
+// BenchmarkVideoRange measures one range request near the end of a 32 MiB
+// archived video, with the payload cache and without.
+func BenchmarkVideoRange(b *testing.B) {
+	video := make([]byte, 32<<20)
+	rand.NewChaCha8([32]byte{6}).Read(video)
+	for _, bc := range []struct {
+		name  string
+		cache int64
+	}{{"cached", DefaultPayloadCacheBytes}, {"uncached", -1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			a := newTestArchive(b, []fixture{
+				{url: "http://example.com/film.mp4", at: "20240101120000", header: "Content-Type: video/mp4\r\n", body: string(video)},
+			})
+			a.srv.payloads = newPayloadCache(bc.cache)
+			u := a.content.URL + "/web/20240101120000oe_/http://example.com/film.mp4"
+			from := len(video) - 1<<20
+			for b.Loop() {
+				resp, body := get(b, u, "Range", fmt.Sprintf("bytes=%d-", from))
+				if resp.StatusCode != 206 || len(body) != 1<<20 {
+					b.Fatalf("%d, %d bytes", resp.StatusCode, len(body))
+				}
+			}
+		})
+	}
+}
