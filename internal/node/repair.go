@@ -23,8 +23,8 @@ const (
 )
 
 // repairBatch and repairBatchBytes bound the records copied per Store
-// call, which are held in memory until then: a batch ends at either bound
-// (a record larger than repairBatchBytes goes alone).
+// call, which are held in memory until then: a batch is stored as soon as
+// it reaches either bound (so at most one record beyond them).
 const (
 	repairBatch      = 64
 	repairBatchBytes = 64 << 20

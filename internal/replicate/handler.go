@@ -1,21 +1,25 @@
 package replicate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 
 	"github.com/waggle-archive/waggle/internal/peer"
+	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 // Handler serves POST /v1/replicate, the receiving end of Run, behind a
 // peer.Server, whose MaxBodyBytes must be at least MaxLargeBodyBytes. It
 // decodes and checks a batch whole — at most MaxBodyBytes, or one entry
-// of at most MaxLargeBodyBytes declared in Content-Length (one such batch
-// at a time: another meanwhile is answered 503), each member at
+// of at most MaxLargeBodyBytes declared in Content-Length; a batch over
+// MaxBodyBytes, or whose records declare blocks over MaxBodyBytes in all,
+// is taken one at a time (another meanwhile is answered 503) — each member at
 // most MaxMemberBytes holding exactly one gzip member that decompresses
 // to exactly one WARC record of at most MaxBlockBytes, whose CRC-32 and
 // WARC-Block-Digest verify; and a capture's own record has the capture's
@@ -61,14 +65,24 @@ func Handler(store func(ctx context.Context, from string, copies []Copy) error) 
 			http.Error(w, fmt.Sprintf("replicate: batch body over %d bytes", MaxLargeBodyBytes), http.StatusRequestEntityTooLarge)
 			return
 		}
-		if r.ContentLength > MaxBodyBytes {
+		holding := false
+		takeLarge := func() bool {
 			select {
 			case large <- struct{}{}:
-				defer func() { <-large }()
+				holding = true
+				return true
 			default:
 				http.Error(w, fmt.Sprintf("replicate: taking another batch over %d bytes; try again later", MaxBodyBytes), http.StatusServiceUnavailable)
-				return
+				return false
 			}
+		}
+		defer func() {
+			if holding {
+				<-large
+			}
+		}()
+		if r.ContentLength > MaxBodyBytes && !takeLarge() {
+			return
 		}
 		body, err := readBody(r)
 		var tooLarge *http.MaxBytesError
@@ -81,6 +95,11 @@ func Handler(store func(ctx context.Context, from string, copies []Copy) error) 
 			return
 		}
 		copies, err := decodeCopies(body)
+		// Records that compress well are small on the wire and large once
+		// checked: what they declare counts too.
+		if err == nil && !holding && declaredBlocks(copies) > MaxBodyBytes && !takeLarge() {
+			return
+		}
 		if err == nil {
 			err = verifyCopies(copies)
 		}
@@ -115,6 +134,24 @@ func readBody(r *http.Request) ([]byte, error) {
 		err = errTooLarge
 	}
 	return body, err
+}
+
+// declaredBlocks adds up the content blocks the records of copies declare
+// (their WARC Content-Length), reading only their headers. A member whose
+// header does not read counts nothing: the check refuses it anyway.
+func declaredBlocks(copies []Copy) int64 {
+	var mr warc.MemberReader
+	var sum int64
+	for _, cp := range copies {
+		h, err := mr.Open(bytes.NewReader(cp.Member), 0, int64(len(cp.Member)))
+		if err != nil {
+			continue
+		}
+		if n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64); err == nil && n > 0 {
+			sum += min(n, MaxLargeBodyBytes) // no overflow
+		}
+	}
+	return sum
 }
 
 // maxRetainedBlocks bounds the decompressed blocks of one batch kept as

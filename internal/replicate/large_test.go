@@ -19,17 +19,24 @@ import (
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
-// largeCapture writes into dir a capture whose response block, of size
+// largeCapture writes into dir a capture whose response body, of size
 // bytes, does not compress, with its request record.
 func largeCapture(t testing.TB, dir string, size int) Entry {
+	t.Helper()
+	body := make([]byte, size)
+	rand.NewChaCha8([32]byte{7}).Read(body)
+	return videoCapture(t, dir, body)
+}
+
+// videoCapture writes into dir a capture of a video whose body is body,
+// with its request record.
+func videoCapture(t testing.TB, dir string, body []byte) Entry {
 	t.Helper()
 	w, err := warc.NewWriter(dir, warc.WriterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := fmt.Appendf(nil, "HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\nContent-Length: %d\r\n\r\n", size)
-	body := make([]byte, size)
-	rand.NewChaCha8([32]byte{7}).Read(body)
+	raw := fmt.Appendf(nil, "HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\nContent-Length: %d\r\n\r\n", len(body))
 	raw = append(raw, body...)
 	u := "https://video.example/films/large.mp4"
 	at := time.Date(2026, 11, 24, 1, 2, 3, 456789000, time.UTC)
@@ -123,22 +130,14 @@ func TestLargeCaptureTravelsAlone(t *testing.T) {
 }
 
 // A receiver holds one large batch in memory at a time: another, meanwhile,
-// is answered 503 (the sender tries it again later) without being read.
-// Batches over MaxBodyBytes must carry one entry and declare their length.
+// is answered 503 (the sender tries it again later). Large is over
+// MaxBodyBytes on the wire, or in the blocks its records declare: a
+// record of zeros is small on the wire and large once checked. Batches
+// over MaxBodyBytes must carry one entry and declare their length.
 func TestHandlerTakesOneLargeBatchAtATime(t *testing.T) {
 	creds := network(t, 2)
-	rb := newReceiver()
-	entered, release := make(chan struct{}), make(chan struct{})
-	var first atomic.Bool
-	addr, _ := serve(t, creds[1], Handler(func(ctx context.Context, from string, copies []Copy) error {
-		if first.CompareAndSwap(false, true) {
-			close(entered)
-			<-release
-		}
-		return rb.store(ctx, from, copies)
-	}))
 	client := newSender(t, creds[0], t.TempDir(), t.TempDir(), &resolver{addrs: map[string]string{}}, 0).client
-	post := func(body io.Reader, length int64) (int, string) {
+	post := func(addr string, body io.Reader, length int64) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, Path, body)
 		req.ContentLength = length
 		req.Header.Set("Content-Type", ContentType)
@@ -150,37 +149,70 @@ func TestHandlerTakesOneLargeBatchAtATime(t *testing.T) {
 		msg, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, strings.TrimSpace(string(msg))
 	}
-
-	dir := t.TempDir()
-	large := largeCapture(t, dir, MaxBodyBytes+(1<<20))
-	c := large.Capture
-	c.Segment, c.Offset, c.Length = "", 0, 0
-	var members [][]byte
-	for _, l := range large.Records {
-		members = append(members, segmentBytes(t, dir, l))
-	}
-	body := batchBytes([]wireEntry{{capture: c, members: members}})
-
-	firstCode := make(chan int, 1)
-	go func() {
-		code, _ := post(bytes.NewReader(body), int64(len(body)))
-		firstCode <- code
-	}()
-	<-entered
-	if code, msg := post(bytes.NewReader(body), int64(len(body))); code != http.StatusServiceUnavailable {
-		t.Errorf("a second large batch during the first answered %d %s, want 503", code, msg)
-	}
-	close(release)
-	if code := <-firstCode; code != http.StatusNoContent {
-		t.Fatalf("the large batch answered %d, want 204", code)
-	}
-	rb.check(t, dir, []Entry{large}, creds[0].ID())
-	// The slot is free again: the same batch is taken (and skipped by a
-	// real store, as delivery is at least once).
-	if code, msg := post(bytes.NewReader(body), int64(len(body))); code != http.StatusNoContent {
-		t.Errorf("a large batch after the first answered %d %s, want 204", code, msg)
+	batchOf := func(dir string, e Entry) []byte {
+		c := e.Capture
+		c.Segment, c.Offset, c.Length = "", 0, 0
+		var members [][]byte
+		for _, l := range e.Records {
+			members = append(members, segmentBytes(t, dir, l))
+		}
+		return batchBytes([]wireEntry{{capture: c, members: members}})
 	}
 
+	var body []byte // the large batch of the first case, for the refusals below
+	var addr string
+	var rb *receiver
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"large on the wire", nil},
+		{"large once checked", make([]byte, MaxBodyBytes+(1<<20))},
+	} {
+		dir := t.TempDir()
+		e := largeCapture(t, dir, MaxBodyBytes+(1<<20))
+		if tc.body != nil {
+			e = videoCapture(t, dir, tc.body)
+		}
+		b := batchOf(dir, e)
+		if tc.body != nil && len(b) > MaxBodyBytes/8 {
+			t.Fatalf("%s: a batch of %d bytes is not small on the wire", tc.name, len(b))
+		}
+		rb = newReceiver()
+		entered, release := make(chan struct{}), make(chan struct{})
+		var first atomic.Bool
+		addr, _ = serve(t, creds[1], Handler(func(ctx context.Context, from string, copies []Copy) error {
+			if first.CompareAndSwap(false, true) {
+				close(entered)
+				<-release
+			}
+			return rb.store(ctx, from, copies)
+		}))
+		firstCode := make(chan int, 1)
+		go func() {
+			code, _ := post(addr, bytes.NewReader(b), int64(len(b)))
+			firstCode <- code
+		}()
+		<-entered
+		if code, msg := post(addr, bytes.NewReader(b), int64(len(b))); code != http.StatusServiceUnavailable {
+			t.Errorf("%s: a second large batch during the first answered %d %s, want 503", tc.name, code, msg)
+		}
+		close(release)
+		if code := <-firstCode; code != http.StatusNoContent {
+			t.Fatalf("%s: the large batch answered %d, want 204", tc.name, code)
+		}
+		rb.check(t, dir, []Entry{e}, creds[0].ID())
+		// The slot is free again: the same batch is taken (and skipped by
+		// a real store, as delivery is at least once).
+		if code, msg := post(addr, bytes.NewReader(b), int64(len(b))); code != http.StatusNoContent {
+			t.Errorf("%s: a large batch after the first answered %d %s, want 204", tc.name, code, msg)
+		}
+		if body == nil {
+			body = b
+		}
+	}
+
+	c := index.Capture{URLKey: "com,example)/", RecordID: "<urn:uuid:x>", Type: warc.TypeResponse}
 	calls := rb.calls
 	twoEntries := batchBytes([]wireEntry{
 		{capture: c, members: [][]byte{make([]byte, MaxBodyBytes/2)}},
@@ -195,7 +227,7 @@ func TestHandlerTakesOneLargeBatchAtATime(t *testing.T) {
 		{"over MaxBodyBytes of undeclared length", io.MultiReader(bytes.NewReader(body)), -1},
 		{"over MaxLargeBodyBytes", io.LimitReader(zeros{}, MaxLargeBodyBytes+1), MaxLargeBodyBytes + 1},
 	} {
-		if code, msg := post(tc.body, tc.length); code != http.StatusRequestEntityTooLarge {
+		if code, msg := post(addr, tc.body, tc.length); code != http.StatusRequestEntityTooLarge {
 			t.Errorf("%s: answered %d %s, want 413", tc.name, code, msg)
 		}
 	}
