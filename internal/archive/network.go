@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
@@ -42,8 +43,18 @@ type NetworkConfig struct {
 	Owner func(site string) (id, addr string, ok bool)
 	// Members returns the live nodes, this node included.
 	Members func() []Node
-	Logger  *slog.Logger // nil: log nothing
+	// AnswerTimeout is how long a node may go without sending a byte of
+	// its answer — before the headers, or while one is read — before it is
+	// taken for unavailable (default DefaultAnswerTimeout).
+	AnswerTimeout time.Duration
+	Logger        *slog.Logger // nil: log nothing
 }
+
+// DefaultAnswerTimeout is NetworkConfig.AnswerTimeout's default. A node
+// that is up but stuck (a full disk, a lock held) answers pings, and would
+// otherwise hold every query that asks it — a replay of its sites, a
+// whole-network export — until the query's caller gave up, if ever.
+const DefaultAnswerTimeout = 30 * time.Second
 
 // Network is the archive of a whole network as one node sees it.
 //
@@ -56,7 +67,9 @@ type NetworkConfig struct {
 // That answer is partial when some node fails: captures found elsewhere are
 // given and the failures logged, but if none are found, a failure is
 // reported rather than "not archived". A range that spans sites is gathered
-// from every live node and merged in order, and fails if any node does.
+// from every live node and merged in order, and fails if any node does
+// (Gather, for reading a range whole, passes over such nodes instead). A
+// node that sends nothing for AnswerTimeout is taken as failed.
 //
 // A capture that several nodes hold (the same key and time) is given once,
 // from the first of them: this node, then the members in the order Members
@@ -71,6 +84,7 @@ type Network struct {
 	client  *peer.Client
 	owner   func(site string) (id, addr string, ok bool)
 	members func() []Node
+	timeout time.Duration // NetworkConfig.AnswerTimeout
 	log     *slog.Logger
 }
 
@@ -80,7 +94,11 @@ func NewNetwork(cfg NetworkConfig) *Network {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Network{local: cfg.Local, self: cfg.Self, client: cfg.Client, owner: cfg.Owner, members: cfg.Members, log: log}
+	timeout := cfg.AnswerTimeout
+	if timeout <= 0 {
+		timeout = DefaultAnswerTimeout
+	}
+	return &Network{local: cfg.Local, self: cfg.Self, client: cfg.Client, owner: cfg.Owner, members: cfg.Members, timeout: timeout, log: log}
 }
 
 var _ Archive = (*Network)(nil)
@@ -314,7 +332,7 @@ func (n *Network) fetch(ctx context.Context, c index.Capture) ([]byte, *warc.Rec
 	if err != nil {
 		return nil, nil, fmt.Errorf("archive: %w", err)
 	}
-	resp, err := n.client.Do(ctx, node.Addr, node.ID, req)
+	resp, err := n.ask(ctx, node, req, 0)
 	if err != nil {
 		return nil, nil, n.failed(ctx, node.ID, err)
 	}
@@ -394,7 +412,7 @@ func (n *Network) framed(ctx context.Context, id, path string, params url.Values
 	if err != nil {
 		return nil, fmt.Errorf("archive: %w", err)
 	}
-	resp, err := n.client.Do(ctx, node.Addr, node.ID, req)
+	resp, err := n.ask(ctx, node, req, 0)
 	if err != nil {
 		return nil, n.failed(ctx, node.ID, err)
 	}
@@ -561,45 +579,106 @@ func answerOK(resp *http.Response, contentType string) error {
 	return nil
 }
 
+// ask sends req to node and returns the answer, under a watchdog: the
+// request fails once silence (n.timeout if 0) passes without the node
+// sending anything, before the headers or while a read of the body waits.
+// Closing the body cancels the request (an HTTP/2 stream reset), so that
+// the node stops.
+func (n *Network) ask(ctx context.Context, node Node, req *http.Request, silence time.Duration) (*http.Response, error) {
+	if silence <= 0 {
+		silence = n.timeout
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watchdog{cancel: cancel, d: silence}
+	w.timer = time.AfterFunc(silence, w.fire)
+	resp, err := n.client.Do(ctx, node.Addr, node.ID, req.WithContext(ctx))
+	w.timer.Stop()
+	if err != nil {
+		cancel()
+		return nil, w.explain(err)
+	}
+	resp.Body = &watchedBody{body: resp.Body, w: w}
+	return resp, nil
+}
+
+// A watchdog cancels a request to a node that stays silent too long.
+type watchdog struct {
+	timer  *time.Timer
+	d      time.Duration
+	cancel context.CancelFunc
+	fired  atomic.Bool
+}
+
+func (w *watchdog) fire() {
+	w.fired.Store(true)
+	w.cancel()
+}
+
+// explain says why a request failed: the node's silence, if the watchdog
+// cancelled it.
+func (w *watchdog) explain(err error) error {
+	if w.fired.Load() {
+		return fmt.Errorf("no answer for %s: %w", w.d, err)
+	}
+	return err
+}
+
+// watchedBody is an answer's body whose reads the watchdog times: only
+// the time spent waiting in Read counts, not the caller's pauses between
+// reads.
+type watchedBody struct {
+	body io.ReadCloser
+	w    *watchdog
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	b.w.timer.Reset(b.w.d)
+	n, err := b.body.Read(p)
+	b.w.timer.Stop()
+	if err != nil && err != io.EOF {
+		err = b.w.explain(err)
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error {
+	b.w.timer.Stop()
+	b.w.cancel()
+	return b.body.Close()
+}
+
 // remoteStream is a capture stream being read from a node.
 type remoteStream struct {
-	body   io.ReadCloser
-	dec    *captureDecoder
-	cancel context.CancelFunc
+	body io.ReadCloser
+	dec  *captureDecoder
 }
 
 // open sends a GET of path (with its query) to node and reads the capture
 // stream's magic.
 func (n *Network) open(ctx context.Context, node Node, path string) (*remoteStream, error) {
-	rctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
 	if err != nil {
-		cancel()
 		return nil, fmt.Errorf("archive: %w", err)
 	}
-	resp, err := n.client.Do(rctx, node.Addr, node.ID, req)
+	resp, err := n.ask(ctx, node, req, 0)
 	if err != nil {
-		cancel()
 		return nil, n.failed(ctx, node.ID, err)
 	}
 	if err := answerOK(resp, streamContentType); err != nil {
 		resp.Body.Close()
-		cancel()
 		return nil, n.failed(ctx, node.ID, err)
 	}
 	dec, err := newCaptureDecoder(resp.Body)
 	if err != nil {
 		resp.Body.Close()
-		cancel()
 		return nil, n.failed(ctx, node.ID, err)
 	}
-	return &remoteStream{body: resp.Body, dec: dec, cancel: cancel}, nil
+	return &remoteStream{body: resp.Body, dec: dec}, nil
 }
 
-func (s *remoteStream) close() {
-	s.cancel() // resets the stream, so the node stops scanning
-	s.body.Close()
-}
+// close ends the stream; closing the body resets it, so the node stops
+// scanning.
+func (s *remoteStream) close() { s.body.Close() }
 
 // remote calls fn for each capture node answers to q, and reports
 // whether it did at all.

@@ -180,12 +180,13 @@ func sitePages(host string, hour int) []page {
 // node 1 holds a capture of a.test, which it owned before, and node 2 a
 // replica of one of node 0's captures.
 type cluster struct {
-	dir    string // the network's admission directory
-	nodes  []*testNode
-	owners map[string]int // site → node
-	stale  page           // a.test's capture on node 1
-	net    *Network       // as node 0 sees the network
-	client *peer.Client
+	answerTimeout time.Duration // of the Networks network makes (0: the default)
+	dir           string        // the network's admission directory
+	nodes         []*testNode
+	owners        map[string]int // site → node
+	stale         page           // a.test's capture on node 1
+	net           *Network       // as node 0 sees the network
+	client        *peer.Client
 }
 
 var sites = [][]string{{"a.test", "d.test"}, {"b.test", "e.test"}, {"c.test", "f.test"}}
@@ -235,7 +236,8 @@ func (cl *cluster) network(self *testNode, members []Node) *Network {
 			}
 			return cl.nodes[i].cred.ID(), cl.nodes[i].addr, true
 		},
-		Members: func() []Node { return members },
+		Members:       func() []Node { return members },
+		AnswerTimeout: cl.answerTimeout,
 	})
 }
 
@@ -567,6 +569,68 @@ func TestUnavailable(t *testing.T) {
 	err = cl.net.Captures(cctx, keyOf(t, "http://b.test/"), false, func(index.Capture) (bool, error) { return true, nil })
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) {
 		t.Errorf("Captures with a cancelled context: %v", err)
+	}
+}
+
+// A node that is up but does not answer — no headers, or headers and then
+// silence — is passed over after the answer timeout, not waited for: a
+// whole-network listing is read through from the others.
+func TestSilentNodeIsPassedOver(t *testing.T) {
+	cl := newCluster(t)
+	cl.answerTimeout = 300 * time.Millisecond
+	want := cl.union(t, "", "")
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+	}{
+		{"no headers", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+		{"headers, then silence", func(w http.ResponseWriter, r *http.Request) {
+			ct := streamContentType
+			if r.URL.Path == recordPath {
+				ct = "application/octet-stream"
+			}
+			w.Header().Set("Content-Type", ct)
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}},
+	} {
+		cred, err := admission.Admit(cl.dir, "silent-"+strings.NewReplacer(" ", "-", ",", "").Replace(tc.name), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, _ := servePeer(t, &cred, tc.handler)
+		var members []Node
+		for _, n := range cl.nodes {
+			members = append(members, n.node())
+		}
+		members = append(members, Node{ID: cred.ID(), Addr: addr})
+		net := cl.network(cl.nodes[0], members)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // finds a hang
+		var got []index.Capture
+		err = net.Gather(ctx, "", "", false, func(c index.Capture) (bool, error) {
+			c.Node = ""
+			got = append(got, c)
+			return true, nil
+		})
+		cancel()
+		var partial *PartialError
+		if !errors.As(err, &partial) || !strings.Contains(err.Error(), cred.ID()) || !strings.Contains(err.Error(), "no answer for") {
+			t.Errorf("%s: Gather: %v; want a PartialError naming the silent node", tc.name, err)
+		}
+		for i := range want {
+			want[i].Node = ""
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: Gather gave %d captures, want the %d the others hold", tc.name, len(got), len(want))
+		}
+		c := want[0]
+		c.Node = cred.ID()
+		ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+		if _, err := net.Record(ctx, c); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no answer for") {
+			t.Errorf("%s: Record from the silent node: %v", tc.name, err)
+		}
+		cancel()
 	}
 }
 

@@ -146,13 +146,18 @@ func (n *Network) owns(site string) bool {
 	return ok && id == n.self
 }
 
+// summaryAnswerTimeout is how long a node may take to answer its summary.
+const summaryAnswerTimeout = 10 * time.Minute
+
 // remoteSummary asks node for the summary of the sites it owns.
 func (n *Network) remoteSummary(ctx context.Context, node Node) (Summary, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, summaryPath, nil)
 	if err != nil {
 		return Summary{}, fmt.Errorf("archive: %w", err)
 	}
-	resp, err := n.client.Do(ctx, node.Addr, node.ID, req)
+	// A node scans its whole index before it answers: minutes, for
+	// millions of captures.
+	resp, err := n.ask(ctx, node, req, max(n.timeout, summaryAnswerTimeout))
 	if err != nil {
 		return Summary{}, n.failed(ctx, node.ID, err)
 	}

@@ -821,12 +821,19 @@ type failing struct {
 	member, companions error
 	cancel             func()
 	panics             bool // Member panics
+	rangePanics        bool // Range panics after its first capture
 	unasked            error
 }
 
 // Range lists the captures, then fails with a.unasked wrapped in an
 // archive.PartialError, if set: a node that could not be asked.
 func (a failing) Range(ctx context.Context, lo, hi string, reverse bool, fn func(index.Capture) (bool, error)) error {
+	if a.rangePanics {
+		a.Archive.Range(ctx, lo, hi, reverse, func(c index.Capture) (bool, error) {
+			fn(c)
+			panic("a bug in listing captures")
+		})
+	}
 	if err := a.Archive.Range(ctx, lo, hi, reverse, fn); err != nil || a.unasked == nil {
 		return err
 	}
@@ -895,6 +902,12 @@ func TestExportSaysWhatItCouldNotRead(t *testing.T) {
 	_, err = wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, unasked: down}, TempDir: t.TempDir()}, wacz.Selection{Host: "nothing.example"})
 	if !errors.Is(err, wacz.ErrNoCaptures) || !strings.Contains(err.Error(), "node3") {
 		t.Errorf("nothing selected with a node not asked: %v; want ErrNoCaptures naming the node", err)
+	}
+
+	// A panic while captures are listed ends the export, and its reader
+	// goroutines with it.
+	if s, err := wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, rangePanics: true}, TempDir: t.TempDir()}, sel); err == nil || !strings.Contains(err.Error(), "a bug in listing captures") {
+		t.Errorf("a listing that panics: %+v, %v; want the panic as an error", s, err)
 	}
 
 	// A panic in a reader goroutine would take a serving node down with it.

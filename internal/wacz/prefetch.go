@@ -74,17 +74,23 @@ func (e *exporter) prefetch(feed func(yield func(c index.Capture, selected bool)
 		}
 		written <- err
 	}()
-	err := feed(func(c index.Capture, selected bool) error {
-		b.acquire(c.Length)
-		if err := ctx.Err(); err != nil {
-			b.release(c.Length)
-			return err
-		}
-		f := &fetched{c: c, selected: selected, done: make(chan struct{})}
-		order <- f
-		jobs <- f
-		return nil
+	// The goroutines are wound down even if feed panics.
+	err := safely(func() error {
+		return feed(func(c index.Capture, selected bool) error {
+			b.acquire(c.Length)
+			if err := ctx.Err(); err != nil {
+				b.release(c.Length)
+				return err
+			}
+			f := &fetched{c: c, selected: selected, done: make(chan struct{})}
+			order <- f
+			jobs <- f
+			return nil
+		})
 	})
+	if err != nil {
+		cancel()
+	}
 	close(jobs)
 	close(order)
 	workers.Wait()
