@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"bytes"
 	"container/list"
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/waggle-archive/waggle/internal/index"
@@ -12,9 +14,9 @@ import (
 // in many ranges, each of which would otherwise read, check and decompress
 // the whole record again, holding a copy per request.
 const (
-	// minCachedRecord is the smallest record, in bytes as stored, whose
-	// response is kept; smaller ones are cheap to load again.
-	minCachedRecord = 1 << 20
+	// minCachedPayload is the smallest payload kept; smaller ones are
+	// cheap to load again.
+	minCachedPayload = 1 << 20
 	// DefaultPayloadCacheBytes is Config.PayloadCacheBytes's default.
 	DefaultPayloadCacheBytes = 256 << 20
 )
@@ -27,8 +29,8 @@ type payloadCache struct {
 
 	mu      sync.Mutex
 	held    int64
-	entries map[string]*cacheEntry
-	lru     *list.List // of *cacheEntry, kept ones only; most recent first
+	entries map[string]*cacheEntry // loading or kept, by record ID
+	lru     *list.List             // of *cacheEntry, kept ones only; most recent first
 }
 
 type cacheEntry struct {
@@ -43,36 +45,69 @@ func newPayloadCache(max int64) *payloadCache {
 	return &payloadCache{max: max, entries: map[string]*cacheEntry{}, lru: list.New()}
 }
 
-// get returns c's response, from the cache or by calling load (once for
-// all the requests that want it meanwhile). A failed load is not kept: a
-// request waiting on it loads again itself, under its own context.
+// get returns c's response, from the cache or by calling load, once for
+// all the requests that want it meanwhile. A payload of minCachedPayload
+// or more is kept (revisits included: what decides is the payload loaded,
+// not the record). A failed load is not kept: a request that waited on it
+// tries again, loading itself if no one else has started.
 func (pc *payloadCache) get(ctx context.Context, c index.Capture, load func(context.Context) (*response, error)) (*response, error) {
-	if pc.max <= 0 || c.Length < minCachedRecord || c.RecordID == "" {
+	if pc.max <= 0 || c.RecordID == "" {
 		return load(ctx)
 	}
 	key := c.RecordID
-	pc.mu.Lock()
-	if e, ok := pc.entries[key]; ok {
+	for {
+		pc.mu.Lock()
+		e, ok := pc.entries[key]
+		if !ok {
+			e = &cacheEntry{key: key, done: make(chan struct{})}
+			pc.entries[key] = e
+			pc.mu.Unlock()
+			return pc.fill(ctx, e, load)
+		}
 		pc.mu.Unlock()
 		select {
 		case <-e.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if e.err != nil {
-			return load(ctx)
+		if e.err == nil {
+			pc.touch(e)
+			return e.resp, nil
 		}
-		pc.touch(e)
-		return e.resp, nil
+		if !errors.Is(e.err, context.Canceled) && !errors.Is(e.err, context.DeadlineExceeded) && !errors.Is(e.err, errLoadPanicked) {
+			return nil, e.err // the capture's own failure
+		}
+		// Its loader's request went away (a player seeking aborts one),
+		// which says nothing of this one's: try again.
 	}
-	e := &cacheEntry{key: key, done: make(chan struct{})}
-	pc.entries[key] = e
-	pc.mu.Unlock()
+}
 
-	e.resp, e.err = load(ctx)
+// fill loads e, which this caller made, and keeps it if it is worth it.
+// A load that panics leaves no one waiting.
+func (pc *payloadCache) fill(ctx context.Context, e *cacheEntry, load func(context.Context) (*response, error)) (*response, error) {
+	loaded := false
+	defer func() {
+		if !loaded {
+			pc.mu.Lock()
+			delete(pc.entries, e.key)
+			pc.mu.Unlock()
+			e.err = errLoadPanicked
+			close(e.done)
+		}
+	}()
+	resp, err := load(ctx)
+	loaded = true
+	if err == nil && len(resp.payload) >= minCachedPayload && cap(resp.payload) > len(resp.payload)+len(resp.payload)/16 {
+		// The payload is a slice of the record's block, whose buffer
+		// grew by doubling: kept alone, it holds only its own bytes.
+		kept := *resp
+		kept.payload = bytes.Clone(resp.payload)
+		resp = &kept
+	}
+	e.resp, e.err = resp, err
 	pc.mu.Lock()
-	if size := e.size(); e.err != nil || size > pc.max {
-		delete(pc.entries, key)
+	if size := e.size(); err != nil || size < minCachedPayload || size > pc.max {
+		delete(pc.entries, e.key)
 	} else {
 		e.elem = pc.lru.PushFront(e)
 		pc.held += size
@@ -80,8 +115,12 @@ func (pc *payloadCache) get(ctx context.Context, c index.Capture, load func(cont
 	}
 	pc.mu.Unlock()
 	close(e.done)
-	return e.resp, e.err
+	return resp, err
 }
+
+// errLoadPanicked is what the requests waiting on a load that panicked
+// see: they load again themselves.
+var errLoadPanicked = errors.New("replay: loading the capture failed")
 
 // touch marks e as used now, if it is still kept.
 func (pc *payloadCache) touch(e *cacheEntry) {
@@ -104,9 +143,10 @@ func (pc *payloadCache) evict() {
 	}
 }
 
+// size is the memory e's payload holds.
 func (e *cacheEntry) size() int64 {
 	if e.resp == nil {
 		return 0
 	}
-	return int64(len(e.resp.payload))
+	return int64(cap(e.resp.payload))
 }

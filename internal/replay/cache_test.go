@@ -1,14 +1,19 @@
 package replay
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
@@ -16,7 +21,7 @@ import (
 )
 
 func largeCapture(id string) index.Capture {
-	return index.Capture{RecordID: id, Length: minCachedRecord}
+	return index.Capture{RecordID: id, Length: minCachedPayload}
 }
 
 // loader counts its loads and gives payloads of size bytes.
@@ -92,7 +97,7 @@ func TestPayloadCache(t *testing.T) {
 	}{
 		{"a failed load", largeCapture("e"), &loader{size: 1, fail: errors.New("disk")}},
 		{"a payload over the cache's size", largeCapture("f"), &loader{size: 4 << 20}},
-		{"a small record", index.Capture{RecordID: "g", Length: minCachedRecord - 1}, &loader{size: 10}},
+		{"a small record", index.Capture{RecordID: "g", Length: minCachedPayload - 1}, &loader{size: 10}},
 	} {
 		pc.get(ctx, tc.c, tc.l.load)
 		pc.get(ctx, tc.c, tc.l.load)
@@ -160,5 +165,128 @@ func BenchmarkVideoRange(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A load that panics (net/http recovers a handler's panic) leaves no one
+// waiting: the next request for the capture loads it.
+func TestPanickingLoadLeavesNoOneWaiting(t *testing.T) {
+	pc := newPayloadCache(64 << 20)
+	c := largeCapture("<urn:uuid:p>")
+	func() {
+		defer func() { recover() }()
+		pc.get(context.Background(), c, func(context.Context) (*response, error) { panic("damaged record") })
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := pc.get(ctx, c, (&loader{size: 1 << 20}).load)
+	if err != nil || resp == nil {
+		t.Fatalf("a request after a load that panicked: %v; want it loaded again", err)
+	}
+}
+
+// A payload is a slice of its record's block, whose buffer grew by
+// doubling: the cache keeps, and counts, only the payload's own bytes.
+func TestCacheCountsWhatItHolds(t *testing.T) {
+	video := make([]byte, 2<<20+100<<10) // 2.1 MiB
+	rand.NewChaCha8([32]byte{5}).Read(video)
+	a := newTestArchive(t, []fixture{
+		{url: "http://example.com/film.mp4", at: "20240101120000", header: "Content-Type: video/mp4\r\n", body: string(video)},
+	})
+	resp, _ := get(t, a.content.URL+"/web/20240101120000oe_/http://example.com/film.mp4", "Range", "bytes=0-9")
+	if resp.StatusCode != 206 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	pc := a.srv.payloads
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	var kept int64
+	for _, e := range pc.entries {
+		kept += int64(cap(e.resp.payload))
+	}
+	if kept == 0 || kept > int64(len(video))+int64(len(video))/16 || kept != pc.held {
+		t.Errorf("cache counts %d bytes held; the payloads it keeps pin %d bytes (%.2fx)", pc.held, kept, float64(kept)/float64(pc.held))
+	}
+}
+
+// Archived bytes with a Content-Encoding are served whole, with their
+// length, whatever range is asked: a slice of a gzip stream decodes for no
+// client.
+func TestEncodedBytesAreServedWhole(t *testing.T) {
+	a := exampleArchive(t)
+	u := a.content.URL + "/web/20240101120000id_/http://example.com/zipped"
+	resp, body := get(t, u, "Range", "bytes=12-", "Accept-Encoding", "identity")
+	zr, err := gzip.NewReader(bytes.NewReader([]byte(body)))
+	if err == nil {
+		_, err = io.ReadAll(zr)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "gzip" || err != nil {
+		t.Errorf("Range bytes=12- of a gzip payload: %d, Content-Encoding %q, %s; decoding it: %v; want 200 and the whole gzip body",
+			resp.StatusCode, resp.Header.Get("Content-Encoding"), resp.Header.Get("Content-Range"), err)
+	}
+	req, _ := http.NewRequest(http.MethodHead, u, nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	hresp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hresp.Body.Close()
+	if hresp.Header.Get("Content-Length") == "" {
+		t.Errorf("HEAD of a gzip payload (id_): no Content-Length: %v", hresp.Header)
+	}
+}
+
+// A re-crawl of an unchanged video is stored as a revisit, a small record:
+// what is kept is decided by the payload, so its ranges read the revisit
+// and the original once.
+func TestRangesOfARevisitReadOnce(t *testing.T) {
+	video := make([]byte, 2<<20)
+	rand.NewChaCha8([32]byte{5}).Read(video)
+	var counted *countingArchive
+	h := "Content-Type: video/mp4\r\n"
+	a := newTestArchiveVia(t, []fixture{
+		{url: "http://example.com/film.mp4", at: "20240101120000", header: h, body: string(video)},
+		{url: "http://example.com/film.mp4", at: "20240301120000", header: h, body: string(video), revisit: true},
+	}, func(l *archive.Local) archive.Archive {
+		counted = &countingArchive{Archive: l}
+		return counted
+	})
+	u := a.content.URL + "/web/20240301120000oe_/http://example.com/film.mp4"
+	for i := range 5 {
+		from := i * 400_000
+		resp, body := get(t, u, "Range", fmt.Sprintf("bytes=%d-%d", from, from+99))
+		if resp.StatusCode != 206 || body != string(video[from:from+100]) {
+			t.Fatalf("range at %d: %d, %d bytes", from, resp.StatusCode, len(body))
+		}
+	}
+	if n := counted.reads.Load(); n > 2 {
+		t.Errorf("5 ranges of a revisit of a 2 MiB video read %d records, want at most 2", n)
+	}
+}
+
+// The first request for a capture is cancelled (a player seeking aborts
+// it) while another waits: the waiter loads, and what it loaded is kept
+// for the next request.
+func TestWaiterLoadsWhenTheFirstRequestGoesAway(t *testing.T) {
+	pc := newPayloadCache(64 << 20)
+	c := largeCapture("<urn:uuid:w>")
+	l := &loader{size: 1 << 20}
+	started, release := make(chan struct{}), make(chan struct{})
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	go pc.get(ctx1, c, func(ctx context.Context) (*response, error) {
+		close(started)
+		<-release
+		return nil, ctx.Err()
+	})
+	<-started
+	done := make(chan struct{})
+	go func() { pc.get(context.Background(), c, l.load); close(done) }()
+	time.Sleep(50 * time.Millisecond) // the waiter waits on the first load (if not yet, it loads after: the same)
+	cancel1()
+	close(release)
+	<-done
+	pc.get(context.Background(), c, l.load)
+	if n := l.calls.Load(); n != 1 {
+		t.Errorf("after a cancelled first load, two requests loaded %d times, want 1 (the waiter's load kept)", n)
 	}
 }

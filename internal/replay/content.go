@@ -168,9 +168,10 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 // status. A 200 answers range requests as the live server could have:
 // video and audio players seek with them, PDF viewers load by them. (A
 // rewritten body is not served in ranges: it depends on the archive's
-// state, so two requests could see different bytes.)
+// state, so two requests could see different bytes. Nor is a body with a
+// content coding: a slice of a gzip stream decodes for no client.)
 func serveArchived(w http.ResponseWriter, r *http.Request, status int, body []byte) {
-	if status != http.StatusOK {
+	if status != http.StatusOK || w.Header().Get("Content-Encoding") != "" {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(status)
 		w.Write(body)

@@ -138,17 +138,20 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // declaredBlocks adds up the content blocks the records of copies declare
 // (their WARC Content-Length), reading only their headers. A member whose
-// header does not read counts nothing: the check refuses it anyway.
+// header does not read at its start counts as the largest block: the
+// check will refuse it, but may inflate something first.
 func declaredBlocks(copies []Copy) int64 {
 	var mr warc.MemberReader
 	var sum int64
 	for _, cp := range copies {
-		h, err := mr.Open(bytes.NewReader(cp.Member), 0, int64(len(cp.Member)))
-		if err != nil {
-			continue
+		n := int64(MaxLargeBodyBytes)
+		if h, err := mr.Open(bytes.NewReader(cp.Member), 0, int64(len(cp.Member))); err == nil {
+			if l, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64); err == nil && l >= 0 {
+				n = min(l, MaxLargeBodyBytes)
+			}
 		}
-		if n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64); err == nil && n > 0 {
-			sum += min(n, MaxLargeBodyBytes) // no overflow
+		if sum += n; sum > MaxLargeBodyBytes {
+			return sum // enough to say; and no overflow
 		}
 	}
 	return sum

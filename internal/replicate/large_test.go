@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -264,5 +265,68 @@ func BenchmarkLargeCapture(b *testing.B) {
 	for i := range b.N {
 		s.add(b, []string{peerID}, []Entry{large})
 		waitUntil(b, "delivery", func() bool { return stored.Load() == int64(i+1) && s.q.Under() == 0 })
+	}
+}
+
+// A member made of an empty gzip member followed by the real one: the
+// gate's header read sees an empty first member, while a warc.Reader
+// skips it and inflates the second's block. It must count as large (and,
+// once taken, be refused: a copy is one gzip member).
+func TestEmptyMemberBeforeARecordDoesNotSlipPastTheGate(t *testing.T) {
+	creds := network(t, 2)
+	client := newSender(t, creds[0], t.TempDir(), t.TempDir(), &resolver{addrs: map[string]string{}}, 0).client
+	post := func(addr string, body []byte) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.Header.Set("Content-Type", ContentType)
+		resp, err := client.Do(context.Background(), addr, creds[1].ID(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(msg))
+	}
+	dir := t.TempDir()
+	e := videoCapture(t, dir, make([]byte, MaxBodyBytes+(1<<20))) // zeros: ~65 KB on the wire
+	batch := func(prefix []byte) []byte {
+		c := e.Capture
+		c.Segment, c.Offset, c.Length = "", 0, 0
+		var members [][]byte
+		for i, l := range e.Records {
+			m := segmentBytes(t, dir, l)
+			if i == 0 {
+				m = append(append([]byte(nil), prefix...), m...)
+			}
+			members = append(members, m)
+		}
+		return batchBytes([]wireEntry{{capture: c, members: members}})
+	}
+	var empty bytes.Buffer
+	zw := gzip.NewWriter(&empty)
+	zw.Close()
+	honest, sneaky := batch(nil), batch(empty.Bytes())
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	addr, _ := serve(t, creds[1], Handler(func(ctx context.Context, from string, copies []Copy) error {
+		if first.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+		}
+		return nil
+	}))
+	done := make(chan int, 1)
+	go func() { code, _ := post(addr, honest); done <- code }()
+	<-entered // the honest large batch holds the gate
+
+	code, msg := post(addr, sneaky)
+	close(release)
+	<-done
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("with the large slot held, a batch whose record declares %d bytes answered %d %.120s, want 503", MaxBodyBytes+(1<<20), code, msg)
+	}
+	if code, msg := post(addr, sneaky); code != http.StatusBadRequest || !strings.Contains(msg, "before the record") {
+		t.Errorf("the batch with the slot free: %d %.120s, want 400", code, msg)
 	}
 }

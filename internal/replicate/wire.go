@@ -321,6 +321,8 @@ func readMember(m []byte) (*warc.Record, error) {
 		return nil, errors.New("gzip member holds no record")
 	case err != nil:
 		return nil, err
+	case loc.Offset != 0:
+		return nil, fmt.Errorf("%d bytes before the record's gzip member", loc.Offset)
 	case loc.Length == 0:
 		return nil, errors.New("gzip member holds more than one record, or bytes after its record")
 	case loc.Length != int64(len(m)):
