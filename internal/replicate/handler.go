@@ -1,14 +1,13 @@
 package replicate
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
-	"strconv"
 
 	"github.com/waggle-archive/waggle/internal/peer"
 	"github.com/waggle-archive/waggle/internal/warc"
@@ -18,8 +17,8 @@ import (
 // peer.Server, whose MaxBodyBytes must be at least MaxLargeBodyBytes. It
 // decodes and checks a batch whole — at most MaxBodyBytes, or one entry
 // of at most MaxLargeBodyBytes declared in Content-Length; a batch over
-// MaxBodyBytes, or whose records declare blocks over MaxBodyBytes in all,
-// is taken one at a time (another meanwhile is answered 503) — each member at
+// MaxBodyBytes, or whose records' blocks come to over MaxBodyBytes, is
+// taken one at a time (another meanwhile is answered 503) — each member at
 // most MaxMemberBytes holding exactly one gzip member that decompresses
 // to exactly one WARC record of at most MaxBlockBytes, whose CRC-32 and
 // WARC-Block-Digest verify; and a capture's own record has the capture's
@@ -95,13 +94,20 @@ func Handler(store func(ctx context.Context, from string, copies []Copy) error) 
 			return
 		}
 		copies, err := decodeCopies(body)
-		// Records that compress well are small on the wire and large once
-		// checked: what they declare counts too.
-		if err == nil && !holding && declaredBlocks(copies) > MaxBodyBytes && !takeLarge() {
-			return
-		}
 		if err == nil {
-			err = verifyCopies(copies)
+			// Records that compress well are small on the wire and large
+			// once inflated: past MaxBodyBytes of blocks, a batch is large.
+			budget := int64(MaxBodyBytes)
+			if holding {
+				budget = math.MaxInt64
+			}
+			err = verifyCopies(copies, budget)
+			if errors.Is(err, errOverBudget) {
+				if !takeLarge() {
+					return
+				}
+				err = verifyCopies(copies, math.MaxInt64)
+			}
 		}
 		switch {
 		case errors.Is(err, errTooLarge):
@@ -136,48 +142,37 @@ func readBody(r *http.Request) ([]byte, error) {
 	return body, err
 }
 
-// declaredBlocks adds up the content blocks the records of copies declare
-// (their WARC Content-Length), reading only their headers. A member whose
-// header does not read at its start counts as the largest block: the
-// check will refuse it, but may inflate something first.
-func declaredBlocks(copies []Copy) int64 {
-	var mr warc.MemberReader
-	var sum int64
-	for _, cp := range copies {
-		n := int64(MaxLargeBodyBytes)
-		if h, err := mr.Open(bytes.NewReader(cp.Member), 0, int64(len(cp.Member))); err == nil {
-			if l, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64); err == nil && l >= 0 {
-				n = min(l, MaxLargeBodyBytes)
-			}
-		}
-		if sum += n; sum > MaxLargeBodyBytes {
-			return sum // enough to say; and no overflow
-		}
-	}
-	return sum
-}
-
 // maxRetainedBlocks bounds the decompressed blocks of one batch kept as
 // Copy.Record for the store; past it, the store reads the members again.
 const maxRetainedBlocks = 16 << 20
 
+// errOverBudget reports a batch whose blocks come to more than the
+// budget verifyCopies was given: it is refused before the block that
+// would pass it is inflated.
+var errOverBudget = errors.New("replicate: the batch's blocks are over the budget")
+
 // verifyCopies checks every copy of a batch and sets its Record (see
 // verifyCopy), as long as the records kept stay under maxRetainedBlocks;
 // the first is always kept, so that a large record is not decompressed
-// twice.
-func verifyCopies(copies []Copy) error {
+// twice. The blocks may come to budget bytes in all (errOverBudget).
+func verifyCopies(copies []Copy, budget int64) error {
 	entry := -1
 	retained := 0
 	for i := range copies {
 		if copies[i].Capture != nil {
 			entry++
 		}
-		if err := verifyCopy(&copies[i]); err != nil {
-			if errors.Is(err, errTooLarge) {
+		maxBlock := min(MaxBlockBytes, budget)
+		if err := verifyCopy(&copies[i], maxBlock); err != nil {
+			switch {
+			case errors.Is(err, errTooLarge):
 				return err
+			case maxBlock < MaxBlockBytes && errors.Is(err, warc.ErrBlockTooLarge):
+				return errOverBudget
 			}
 			return fmt.Errorf("replicate: batch: entry %d, record %d: %w", entry, i, err)
 		}
+		budget -= int64(len(copies[i].Record.Block))
 		if retained += len(copies[i].Record.Block); retained > maxRetainedBlocks && i > 0 {
 			copies[i].Record = nil
 		}

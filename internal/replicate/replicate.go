@@ -828,7 +828,7 @@ func loadEntry(root *os.Root, files map[string]*os.File, e *Entry, verify bool) 
 			if i == 0 {
 				cp.Capture = &e.Capture
 			}
-			if err := verifyCopy(&cp); err != nil {
+			if err := verifyCopy(&cp, MaxBlockBytes); err != nil {
 				return nil, errDrop{fmt.Errorf("replicate: record at %d in %s: %w", l.Offset, l.Segment, err)}
 			}
 		}

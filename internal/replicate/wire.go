@@ -303,7 +303,9 @@ func decodeCopies(body []byte) ([]Copy, error) {
 // readMember checks that m is exactly one gzip member holding exactly one
 // WARC record, with its CRC-32 and its WARC-Block-Digest (when it has one
 // in an algorithm warc.VerifyBlock knows) right, and returns the record.
-func readMember(m []byte) (*warc.Record, error) {
+// A record whose block is over maxBlock is refused before it is inflated
+// (warc.ErrBlockTooLarge).
+func readMember(m []byte, maxBlock int64) (*warc.Record, error) {
 	if len(m) > MaxMemberBytes {
 		return nil, fmt.Errorf("%w: member of %d bytes, at most %d", errTooLarge, len(m), MaxMemberBytes)
 	}
@@ -314,7 +316,7 @@ func readMember(m []byte) (*warc.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	rd.MaxBlock = MaxBlockBytes
+	rd.MaxBlock = maxBlock
 	rec, loc, err := rd.Next()
 	switch {
 	case errors.Is(err, io.EOF):
@@ -361,9 +363,10 @@ func matches(rec *warc.Record, c *index.Capture) string {
 }
 
 // verifyCopy checks a copy's member and, for a capture's own record, that
-// it is the record the capture names, and sets cp.Record.
-func verifyCopy(cp *Copy) error {
-	rec, err := readMember(cp.Member)
+// it is the record the capture names, and sets cp.Record. Its block may be
+// at most maxBlock bytes.
+func verifyCopy(cp *Copy, maxBlock int64) error {
+	rec, err := readMember(cp.Member, maxBlock)
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,8 @@ type MemberReader struct {
 	read   int64 // bytes of its block read so far
 }
 
-// ErrBlockTooLarge reports a record whose block is larger than Finish was
-// asked to read.
+// ErrBlockTooLarge reports a record whose block is larger than the reader
+// was allowed (Reader.MaxBlock, Finish's maxBlock); the block is not read.
 var ErrBlockTooLarge = errors.New("warc: record larger than allowed")
 
 // Open starts on the gzip member at off of ra, reading at most limit

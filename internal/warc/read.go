@@ -149,7 +149,7 @@ func readRecord(br *bufio.Reader, maxBlock int64) (*Record, error) {
 		return nil, fmt.Errorf("bad Content-Length %s", quote(rec.Header.Get("Content-Length")))
 	}
 	if cl > maxBlock {
-		return nil, fmt.Errorf("content block of %d bytes is over the %d-byte limit", cl, maxBlock)
+		return nil, fmt.Errorf("%w: content block of %d bytes is over the %d-byte limit", ErrBlockTooLarge, cl, maxBlock)
 	}
 	var block bytes.Buffer
 	block.Grow(int(min(cl, 1<<20))) // a lying Content-Length must not allocate much
