@@ -129,8 +129,10 @@ func (n *Node) repairWith(ctx context.Context, m membership.Member) error {
 		}
 		stored, err := n.crawl.Store(ctx, copies)
 		n.repairs.copied.Add(int64(stored))
-		clear(copies) // the members can be collected
-		copies, held = copies[:0], 0
+		// A new slice, not this one emptied: Store may return (its ctx
+		// done) while the committer still reads it; and the members held
+		// go with it.
+		copies, held = nil, 0
 		return err
 	}
 	var errs []error
