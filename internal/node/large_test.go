@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/replay"
 	"github.com/waggle-archive/waggle/internal/replicate"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
@@ -47,6 +48,9 @@ func TestLargeCaptureReplicatedAndHandedOver(t *testing.T) {
 	}
 	waitQuiet(t, nodes...)
 	waitCopies(t, 2, nodes...)
+	if rc := nodes[0].localStatus().ReplayCache; rc == nil || rc.Limit != replay.DefaultPayloadCacheBytes {
+		t.Errorf("status replay_cache = %+v, want the default limit", rc)
+	}
 
 	// The film is archived whole, in a member too large for a batch.
 	var film index.Capture

@@ -138,14 +138,15 @@ type Node struct {
 	registryPasses    registryPasses
 	drain             drainState
 	handoff           handoffRunner
-	handedOver        atomic.Int64 // captures of sites not held here, pushed to their replicas
-	pushedOver        atomic.Int64 // bytes queued by hand-overs and leave, charged to the repair budget
-	pushing           atomic.Int32 // hand-overs reading locations to queue (pushLocal)
-	orphans           atomic.Int64 // captures indexed here of sites this node does not hold
-	released          atomic.Int64 // of those, taken out of the index once the replicas confirmed
-	compacted         atomic.Int64 // segments rewritten without released copies
-	reclaimed         atomic.Int64 // bytes those rewrites freed
-	replicaStored     atomic.Int64 // records stored from other nodes' pushes
+	handedOver        atomic.Int64                  // captures of sites not held here, pushed to their replicas
+	pushedOver        atomic.Int64                  // bytes queued by hand-overs and leave, charged to the repair budget
+	pushing           atomic.Int32                  // hand-overs reading locations to queue (pushLocal)
+	orphans           atomic.Int64                  // captures indexed here of sites this node does not hold
+	released          atomic.Int64                  // of those, taken out of the index once the replicas confirmed
+	compacted         atomic.Int64                  // segments rewritten without released copies
+	reclaimed         atomic.Int64                  // bytes those rewrites freed
+	replicaStored     atomic.Int64                  // records stored from other nodes' pushes
+	replay            atomic.Pointer[replay.Server] // once Run serves replay
 
 	seedMu     sync.Mutex
 	seedSynced map[string]bool // members whose seeds this node has
@@ -446,6 +447,7 @@ func (n *Node) Run(ctx context.Context) error {
 			},
 			Logger: n.log,
 		})
+		n.replay.Store(srv)
 		wg.Go(func() { fail("replay", replay.Serve(ctx, srv, n.uiLn, n.contentLn)) })
 	}
 	if n.members != nil {

@@ -129,6 +129,11 @@ func (n *Node) metricsHandler() http.Handler {
 			metric("segments_compacted_total", "WARC segments rewritten without released captures.", "counter", float64(rs.Compacted))
 			metric("reclaimed_bytes_total", "Disk bytes freed by those rewrites.", "counter", float64(rs.Reclaimed))
 		}
+		if rc := st.ReplayCache; rc != nil {
+			metric("replay_cache_bytes", "Payload bytes replay keeps for range requests.", "gauge", float64(rc.Bytes))
+			metric("replay_cache_hits_total", "Replay requests answered from a kept or shared load.", "counter", float64(rc.Hits))
+			metric("replay_cache_loads_total", "Records replay loaded.", "counter", float64(rc.Loads))
+		}
 		if st.Repair != nil {
 			metric("antientropy_rounds_total", "Anti-entropy rounds.", "counter", float64(st.Repair.Rounds))
 			metric("antientropy_copied_total", "Records (captures, their requests and metadata) copied by anti-entropy.", "counter", float64(st.Repair.Copied))

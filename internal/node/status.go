@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/waggle-archive/waggle/internal/replay"
 )
 
 // Status is a node's view of itself and its network: what `waggle status
@@ -21,6 +23,9 @@ type Status struct {
 	// ContentSeen are the figures of the network's content-seen test (a
 	// network node only).
 	ContentSeen *ContentSeenStats `json:"content_seen,omitempty"`
+	// ReplayCache are the figures of replay's cache of large payloads
+	// (a node serving replay only).
+	ReplayCache *replay.CacheStats `json:"replay_cache,omitempty"`
 	// Members are the live admitted nodes, this one included, as this
 	// node sees them, each with its own figures when it answered.
 	Members []MemberStatus `json:"members"`
@@ -153,6 +158,10 @@ func (n *Node) localStatus() Status {
 		st.Repair = &rs
 		ps := n.replicationStats()
 		st.Replication = &ps
+	}
+	if srv := n.replay.Load(); srv != nil {
+		rc := srv.CacheStats()
+		st.ReplayCache = &rc
 	}
 	if n.contentSeen != nil {
 		cs := n.contentSeen.stats()

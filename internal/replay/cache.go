@@ -31,6 +31,23 @@ type payloadCache struct {
 	held    int64
 	entries map[string]*cacheEntry // loading or kept, by record ID
 	lru     *list.List             // of *cacheEntry, kept ones only; most recent first
+	hits    int64                  // requests answered by a kept or shared load
+	loads   int64                  // loads made through the cache
+}
+
+// CacheStats are the figures of replay's payload cache.
+type CacheStats struct {
+	Bytes   int64 `json:"bytes"`   // payload bytes kept
+	Entries int   `json:"entries"` // payloads kept
+	Limit   int64 `json:"limit"`   // the most it keeps (0: no cache)
+	Hits    int64 `json:"hits"`    // requests answered without a load of their own
+	Loads   int64 `json:"loads"`   // records loaded (kept or not)
+}
+
+func (pc *payloadCache) stats() CacheStats {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return CacheStats{Bytes: pc.held, Entries: pc.lru.Len(), Limit: max(pc.max, 0), Hits: pc.hits, Loads: pc.loads}
 }
 
 type cacheEntry struct {
@@ -61,6 +78,7 @@ func (pc *payloadCache) get(ctx context.Context, c index.Capture, load func(cont
 		if !ok {
 			e = &cacheEntry{key: key, done: make(chan struct{})}
 			pc.entries[key] = e
+			pc.loads++
 			pc.mu.Unlock()
 			return pc.fill(ctx, e, load)
 		}
@@ -122,9 +140,10 @@ func (pc *payloadCache) fill(ctx context.Context, e *cacheEntry, load func(conte
 // see: they load again themselves.
 var errLoadPanicked = errors.New("replay: loading the capture failed")
 
-// touch marks e as used now, if it is still kept.
+// touch marks e as used now, if it is still kept, by a request it answered.
 func (pc *payloadCache) touch(e *cacheEntry) {
 	pc.mu.Lock()
+	pc.hits++
 	if e.elem != nil {
 		pc.lru.MoveToFront(e.elem)
 	}

@@ -140,6 +140,9 @@ func TestRangesOfALargeCaptureReadItOnce(t *testing.T) {
 	if n := counted.reads.Load(); n != 1 {
 		t.Errorf("5 ranges read the record %d times, want 1", n)
 	}
+	if st := a.srv.CacheStats(); st.Loads != 1 || st.Hits != 4 || st.Entries != 1 || st.Bytes < int64(len(video)) || st.Limit != DefaultPayloadCacheBytes {
+		t.Errorf("CacheStats = %+v, want 1 load, 4 hits, the video kept", st)
+	}
 }
 
 // BenchmarkVideoRange measures one range request near the end of a 32 MiB

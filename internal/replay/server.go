@@ -92,6 +92,9 @@ func New(cfg Config) *Server {
 	}
 }
 
+// CacheStats returns the figures of the server's payload cache.
+func (s *Server) CacheStats() CacheStats { return s.payloads.stats() }
+
 // origin returns "http://host:port" for the listener at addr as the
 // browser that sent r reaches it: the host name the request came in on, and
 // the listener's port. The two origins then always share a host name, so the
