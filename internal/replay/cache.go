@@ -115,20 +115,22 @@ func (pc *payloadCache) fill(ctx context.Context, e *cacheEntry, load func(conte
 	}()
 	resp, err := load(ctx)
 	loaded = true
-	if err == nil && len(resp.payload) >= minCachedPayload && cap(resp.payload) > len(resp.payload)+len(resp.payload)/16 {
-		// The payload is a slice of the record's block, whose buffer
-		// grew by doubling: kept alone, it holds only its own bytes.
+	keep := err == nil && len(resp.payload) >= minCachedPayload && int64(len(resp.payload)) <= pc.max
+	if keep {
+		// The payload is a slice of the record's block: the HTTP header
+		// before it, and the room the buffer grew into after it, would stay
+		// in memory with it, uncounted. Kept alone, it holds its own bytes.
 		kept := *resp
 		kept.payload = bytes.Clone(resp.payload)
 		resp = &kept
 	}
 	e.resp, e.err = resp, err
 	pc.mu.Lock()
-	if size := e.size(); err != nil || size < minCachedPayload || size > pc.max {
+	if !keep {
 		delete(pc.entries, e.key)
 	} else {
 		e.elem = pc.lru.PushFront(e)
-		pc.held += size
+		pc.held += e.size()
 		pc.evict()
 	}
 	pc.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
@@ -291,5 +292,26 @@ func TestWaiterLoadsWhenTheFirstRequestGoesAway(t *testing.T) {
 	pc.get(context.Background(), c, l.load)
 	if n := l.calls.Load(); n != 1 {
 		t.Errorf("after a cancelled first load, two requests loaded %d times, want 1 (the waiter's load kept)", n)
+	}
+}
+
+// A kept payload is a copy of its own: the slice a load gives shares the
+// record's block, HTTP header before it included, which would stay in
+// memory with it, uncounted.
+func TestKeptPayloadHoldsOnlyItself(t *testing.T) {
+	pc := newPayloadCache(64 << 20)
+	block := make([]byte, 16<<20+(1<<20)) // a 16 MiB header, then a 1 MiB payload
+	load := func(context.Context) (*response, error) {
+		return &response{status: 200, payload: block[16<<20:]}, nil
+	}
+	resp, err := pc.get(context.Background(), largeCapture("pinned"), load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unsafe.SliceData(resp.payload) == unsafe.SliceData(block[16<<20:]) {
+		t.Error("the kept payload shares the record's block")
+	}
+	if st := pc.stats(); st.Bytes != int64(cap(resp.payload)) || st.Bytes > 1<<20+(64<<10) {
+		t.Errorf("cache counts %d bytes for a payload of %d", st.Bytes, len(resp.payload))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 
@@ -96,17 +95,21 @@ func Handler(store func(ctx context.Context, from string, copies []Copy) error) 
 		copies, err := decodeCopies(body)
 		if err == nil {
 			// Records that compress well are small on the wire and large
-			// once inflated: past MaxBodyBytes of blocks, a batch is large.
+			// once inflated: past MaxBodyBytes inflated, a batch is large,
+			// and even a large one inflates to no more than it could carry.
 			budget := int64(MaxBodyBytes)
 			if holding {
-				budget = math.MaxInt64
+				budget = MaxLargeBodyBytes
 			}
 			err = verifyCopies(copies, budget)
-			if errors.Is(err, errOverBudget) {
+			if errors.Is(err, errOverBudget) && !holding {
 				if !takeLarge() {
 					return
 				}
-				err = verifyCopies(copies, math.MaxInt64)
+				err = verifyCopies(copies, MaxLargeBodyBytes)
+			}
+			if errors.Is(err, errOverBudget) {
+				err = fmt.Errorf("%w: its records inflate to over %d bytes", errTooLarge, MaxLargeBodyBytes)
 			}
 		}
 		switch {
@@ -146,18 +149,20 @@ func readBody(r *http.Request) ([]byte, error) {
 // Copy.Record for the store; past it, the store reads the members again.
 const maxRetainedBlocks = 16 << 20
 
-// errOverBudget reports a batch whose blocks come to more than the
+// errOverBudget reports a batch whose records inflate to more than the
 // budget verifyCopies was given: it is refused before the block that
-// would pass it is inflated.
+// would pass it is inflated (a record's header, at most 1 MiB, is
+// inflated before it is counted).
 var errOverBudget = errors.New("replicate: the batch's blocks are over the budget")
 
 // verifyCopies checks every copy of a batch and sets its Record (see
-// verifyCopy), as long as the records kept stay under maxRetainedBlocks;
-// the first is always kept, so that a large record is not decompressed
-// twice. The blocks may come to budget bytes in all (errOverBudget).
+// verifyCopy), as long as the records kept, headers and blocks, stay under
+// maxRetainedBlocks; the first is always kept, so that a large record is
+// not decompressed twice. The records may inflate to budget bytes in all
+// (errOverBudget).
 func verifyCopies(copies []Copy, budget int64) error {
 	entry := -1
-	retained := 0
+	retained := int64(0)
 	for i := range copies {
 		if copies[i].Capture != nil {
 			entry++
@@ -172,8 +177,10 @@ func verifyCopies(copies []Copy, budget int64) error {
 			}
 			return fmt.Errorf("replicate: batch: entry %d, record %d: %w", entry, i, err)
 		}
-		budget -= int64(len(copies[i].Record.Block))
-		if retained += len(copies[i].Record.Block); retained > maxRetainedBlocks && i > 0 {
+		rec := copies[i].Record
+		inflated := int64(rec.Header.Size() + len(rec.Block))
+		budget -= inflated
+		if retained += inflated; retained > maxRetainedBlocks && i > 0 {
 			copies[i].Record = nil
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -328,5 +329,35 @@ func TestEmptyMemberBeforeARecordDoesNotSlipPastTheGate(t *testing.T) {
 	}
 	if code, msg := post(addr, sneaky); code != http.StatusBadRequest || !strings.Contains(msg, "before the record") {
 		t.Errorf("the batch with the slot free: %d %.120s, want 400", code, msg)
+	}
+}
+
+// A record's WARC header (up to 1 MiB, compressing about 1000:1) counts
+// as what the batch inflates and keeps, as its block does: headers alone
+// pass the budget, and records past the retained bound are let go.
+func TestHeadersCountAgainstTheBudget(t *testing.T) {
+	rec := warc.NewRequest("http://example.test/", time.Now(), []byte("GET / HTTP/1.1\r\nHost: example.test\r\n\r\n"))
+	rec.Header.Set("X-Pad", strings.Repeat("a", 1_000_000))
+	m := member(t, rec)
+	const n = 100
+	copies := make([]Copy, n)
+	for i := range copies {
+		copies[i] = Copy{Member: m}
+	}
+	if err := verifyCopies(copies, MaxBodyBytes); !errors.Is(err, errOverBudget) {
+		t.Errorf("%d records of 1 MB headers, %d bytes on the wire, against a budget of %d: %v; want errOverBudget", n, n*len(m), MaxBodyBytes, err)
+	}
+	copies = copies[:50] // within the budget: checked, but not all kept
+	if err := verifyCopies(copies, MaxBodyBytes); err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, cp := range copies {
+		if cp.Record != nil {
+			kept += cp.Record.Header.Size()
+		}
+	}
+	if kept > maxRetainedBlocks+2_000_000 {
+		t.Errorf("%d bytes of headers kept, past the bound of %d", kept, maxRetainedBlocks)
 	}
 }

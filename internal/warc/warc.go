@@ -120,6 +120,16 @@ func (h *Header) Add(name, value string) {
 	h.fields = append(h.fields, Field{Name: name, Value: cleanValue(value)})
 }
 
+// Size is the length of the header's fields as written: each name, ": ",
+// value and CRLF.
+func (h *Header) Size() int {
+	n := 0
+	for _, f := range h.fields {
+		n += len(f.Name) + len(f.Value) + 4
+	}
+	return n
+}
+
 // Fields returns a copy of the fields in order.
 func (h *Header) Fields() []Field {
 	return append([]Field(nil), h.fields...)
