@@ -220,7 +220,7 @@ func (c *Crawler) WARCDir() string { return c.warcDir }
 // cancelled. Everything fetched before Run returns is durable. Cancelling ctx
 // is a clean stop: the next Open on the same data resumes.
 func (c *Crawler) Run(ctx context.Context) (Stats, error) {
-	c.stats.start = time.Now()
+	c.stats.start.Store(time.Now().UnixNano())
 	fetchCtx, stopFetching := context.WithCancel(ctx)
 	defer stopFetching()
 

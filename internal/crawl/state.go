@@ -263,8 +263,8 @@ type Stats struct {
 
 // counters are the live, concurrently updated form of Stats.
 type counters struct {
-	start           time.Time
-	base            state // as loaded at Open
+	start           atomic.Int64 // Unix ns when Run started; 0 before (Stats reads it from other goroutines)
+	base            state        // as loaded at Open
 	captures, bytes atomic.Int64
 	errors, robots  atomic.Int64
 	recovered       atomic.Int64
@@ -297,8 +297,8 @@ func (c *counters) snapshot() Stats {
 		RevisitsQueued: c.revisitsQueued.Load(),
 	}
 	s.Captures = c.base.Captures + s.New
-	if !c.start.IsZero() {
-		s.Elapsed = time.Since(c.start)
+	if start := c.start.Load(); start != 0 {
+		s.Elapsed = time.Since(time.Unix(0, start))
 		if secs := s.Elapsed.Seconds(); secs > 0 {
 			s.PerSec = float64(s.New) / secs
 		}

@@ -2,12 +2,16 @@ package node
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/replay"
@@ -89,4 +93,44 @@ func TestLargeCaptureReplicatedAndHandedOver(t *testing.T) {
 	}
 	waitMembers(t, 2, rest...)
 	waitCopies(t, 2, rest...)
+}
+
+// pushLocal hands the committer an update over its batch; when its ctx ends
+// while the commit is queued, Update returns at once, and the committer
+// runs the update later: over the batch it was given, not one emptied
+// since (the kind of change that crashed repair; see repair's flush).
+func TestPushLocalKeepsTheBatchItHandedOver(t *testing.T) {
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("hello"))
+	}))
+	defer web.Close()
+	nodes, _ := startNetwork(t, 1, "", func(c *Config) { c.RepairEvery = time.Hour })
+	if _, err := Submit(context.Background(), nodes[0].data, []string{web.URL + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	n := nodes[0].Node
+
+	// Hold the committer inside a commit until pushLocal has given up.
+	entered, gate := make(chan struct{}), make(chan struct{})
+	go n.crawl.Update(context.Background(), func(*pebble.Batch) error { close(entered); <-gate; return nil })
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	var staged atomic.Int64
+	found := 0
+	_, err := n.pushLocal(ctx, func(index.Capture) []string { found++; return []string{"nobody"} },
+		func(*pebble.Batch, index.Capture) error { staged.Add(1); return nil })
+	if !errors.Is(err, context.Canceled) || found == 0 {
+		t.Fatalf("pushLocal: %v, %d captures found; want it cancelled with captures queued", err, found)
+	}
+	close(gate)
+	deadline := time.Now().Add(time.Minute) // finds a hang, not a speed limit
+	for staged.Load() != int64(found) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := staged.Load(); got != int64(found) {
+		t.Errorf("the update the committer ran late staged %d captures, want the %d it was given", got, found)
+	}
 }
