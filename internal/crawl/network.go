@@ -194,12 +194,15 @@ func (c *Crawler) send(ctx context.Context, r result) error {
 		return ctx.Err()
 	}
 	c.runMu.RUnlock()
-	select {
-	case err := <-ack:
-		return err
-	case <-ctx.Done():
+	// Once the committer has r, wait until it is done with it, even if ctx
+	// ends meanwhile: r holds the caller's slices and closures, which the
+	// caller may change as soon as send returns. (Every result taken is
+	// acknowledged, committed or not, and a commit takes milliseconds.)
+	err := <-ack
+	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	return err
 }
 
 // owner returns the node that owns u's host, "" for this node.

@@ -50,9 +50,9 @@ const copiedPrefix = importedPrefix
 // (replication and repair) and returns once they are durable, with the
 // number stored: a record already here is skipped. The caller has checked
 // each member's digest; Store reads each record (or takes Copy.Record) to
-// check it against its capture and to know its ID. The caller must not
-// change copies afterwards, even when Store fails: when ctx ends first,
-// the committer may still be writing them.
+// check it against its capture and to know its ID. Once the committer
+// has taken copies, Store returns only when it is done with them, even if
+// ctx ends.
 func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 	ids := make([]string, len(copies))
 	facts := make([]copyFacts, len(copies))

@@ -56,12 +56,8 @@ func (n *Node) pushLocal(ctx context.Context, targets func(index.Capture) []stri
 			return err
 		}
 		n.pushedOver.Add(int64(size))
-		// The committer runs the update, and may do so after Update has
-		// returned (its ctx done): it gets a slice of its own.
-		pushes := batch
-		batch = nil
 		err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
-			for _, p := range pushes {
+			for _, p := range batch {
 				entry := replicate.Entry{Capture: p.c, Records: p.records}
 				if err := n.push.Add(b, p.to, entry); err != nil {
 					return err
@@ -75,8 +71,9 @@ func (n *Node) pushLocal(ctx context.Context, targets func(index.Capture) []stri
 			return nil
 		})
 		if err == nil {
-			pushed += len(pushes)
+			pushed += len(batch)
 		}
+		batch = batch[:0]
 		return err
 	}
 	err := n.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {

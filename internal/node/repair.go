@@ -129,10 +129,7 @@ func (n *Node) repairWith(ctx context.Context, m membership.Member) error {
 		}
 		stored, err := n.crawl.Store(ctx, copies)
 		n.repairs.copied.Add(int64(stored))
-		// A new slice, not this one emptied: Store may return (its ctx
-		// done) while the committer still reads it; and the members held
-		// go with it.
-		copies, held = nil, 0
+		copies, held = nil, 0 // the members held go with the old slice
 		return err
 	}
 	var errs []error
