@@ -119,18 +119,30 @@ func (a *countingArchive) Record(ctx context.Context, c index.Capture) (*warc.Re
 	return a.Archive.Record(ctx, c)
 }
 
-// A video asked for in ranges is read from the archive once.
-func TestRangesOfALargeCaptureReadItOnce(t *testing.T) {
+// videoArchive archives a 2 MiB video at 2024-01-01 (incompressible, so
+// that its record is over a MiB as stored) and, with revisit, a revisit of
+// it at 2024-03-01, served through an archive that counts its record reads.
+func videoArchive(t *testing.T, revisit bool) (*testArchive, *countingArchive, []byte) {
+	t.Helper()
 	video := make([]byte, 2<<20)
-	rand.NewChaCha8([32]byte{5}).Read(video) // so that its record is over a MiB as stored
+	rand.NewChaCha8([32]byte{5}).Read(video)
+	h := "Content-Type: video/mp4\r\n"
+	fixtures := []fixture{{url: "http://example.com/film.mp4", at: "20240101120000", header: h, body: string(video)}}
+	if revisit {
+		fixtures = append(fixtures, fixture{url: "http://example.com/film.mp4", at: "20240301120000", header: h, body: string(video), revisit: true})
+	}
 	var counted *countingArchive
-	a := newTestArchiveVia(t, []fixture{
-		{url: "http://example.com/film.mp4", at: "20240101120000", header: "Content-Type: video/mp4\r\n", body: string(video)},
-	}, func(l *archive.Local) archive.Archive {
+	a := newTestArchiveVia(t, fixtures, func(l *archive.Local) archive.Archive {
 		counted = &countingArchive{Archive: l}
 		return counted
 	})
-	u := a.content.URL + "/web/20240101120000oe_/http://example.com/film.mp4"
+	return a, counted, video
+}
+
+// seekFiveTimes asks u for five ranges of video, as a player seeking would,
+// and checks each.
+func seekFiveTimes(t *testing.T, u string, video []byte) {
+	t.Helper()
 	for i := range 5 {
 		from := i * 400_000
 		resp, body := get(t, u, "Range", fmt.Sprintf("bytes=%d-%d", from, from+99))
@@ -138,6 +150,12 @@ func TestRangesOfALargeCaptureReadItOnce(t *testing.T) {
 			t.Fatalf("range at %d: %d, %d bytes", from, resp.StatusCode, len(body))
 		}
 	}
+}
+
+// A video asked for in ranges is read from the archive once.
+func TestRangesOfALargeCaptureReadItOnce(t *testing.T) {
+	a, counted, video := videoArchive(t, false)
+	seekFiveTimes(t, a.content.URL+"/web/20240101120000oe_/http://example.com/film.mp4", video)
 	if n := counted.reads.Load(); n != 1 {
 		t.Errorf("5 ranges read the record %d times, want 1", n)
 	}
@@ -244,25 +262,8 @@ func TestEncodedBytesAreServedWhole(t *testing.T) {
 // what is kept is decided by the payload, so its ranges read the revisit
 // and the original once.
 func TestRangesOfARevisitReadOnce(t *testing.T) {
-	video := make([]byte, 2<<20)
-	rand.NewChaCha8([32]byte{5}).Read(video)
-	var counted *countingArchive
-	h := "Content-Type: video/mp4\r\n"
-	a := newTestArchiveVia(t, []fixture{
-		{url: "http://example.com/film.mp4", at: "20240101120000", header: h, body: string(video)},
-		{url: "http://example.com/film.mp4", at: "20240301120000", header: h, body: string(video), revisit: true},
-	}, func(l *archive.Local) archive.Archive {
-		counted = &countingArchive{Archive: l}
-		return counted
-	})
-	u := a.content.URL + "/web/20240301120000oe_/http://example.com/film.mp4"
-	for i := range 5 {
-		from := i * 400_000
-		resp, body := get(t, u, "Range", fmt.Sprintf("bytes=%d-%d", from, from+99))
-		if resp.StatusCode != 206 || body != string(video[from:from+100]) {
-			t.Fatalf("range at %d: %d, %d bytes", from, resp.StatusCode, len(body))
-		}
-	}
+	a, counted, video := videoArchive(t, true)
+	seekFiveTimes(t, a.content.URL+"/web/20240301120000oe_/http://example.com/film.mp4", video)
 	if n := counted.reads.Load(); n > 2 {
 		t.Errorf("5 ranges of a revisit of a 2 MiB video read %d records, want at most 2", n)
 	}

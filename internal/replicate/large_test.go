@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waggle-archive/waggle/internal/admission"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
@@ -131,15 +132,12 @@ func TestLargeCaptureTravelsAlone(t *testing.T) {
 	}
 }
 
-// A receiver holds one large batch in memory at a time: another, meanwhile,
-// is answered 503 (the sender tries it again later). Large is over
-// MaxBodyBytes on the wire, or in the blocks its records declare: a
-// record of zeros is small on the wire and large once checked. Batches
-// over MaxBodyBytes must carry one entry and declare their length.
-func TestHandlerTakesOneLargeBatchAtATime(t *testing.T) {
-	creds := network(t, 2)
+// batchPoster returns a function that posts a batch body, of length bytes
+// (-1: not declared), as node creds[0] to the peer server of creds[1] at
+// addr, and returns the answer's status and message.
+func batchPoster(t *testing.T, creds []*admission.Credential) func(addr string, body io.Reader, length int64) (int, string) {
 	client := newSender(t, creds[0], t.TempDir(), t.TempDir(), &resolver{addrs: map[string]string{}}, 0).client
-	post := func(addr string, body io.Reader, length int64) (int, string) {
+	return func(addr string, body io.Reader, length int64) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, Path, body)
 		req.ContentLength = length
 		req.Header.Set("Content-Type", ContentType)
@@ -151,6 +149,16 @@ func TestHandlerTakesOneLargeBatchAtATime(t *testing.T) {
 		msg, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, strings.TrimSpace(string(msg))
 	}
+}
+
+// A receiver holds one large batch in memory at a time: another, meanwhile,
+// is answered 503 (the sender tries it again later). Large is over
+// MaxBodyBytes on the wire, or in the blocks its records declare: a
+// record of zeros is small on the wire and large once checked. Batches
+// over MaxBodyBytes must carry one entry and declare their length.
+func TestHandlerTakesOneLargeBatchAtATime(t *testing.T) {
+	creds := network(t, 2)
+	post := batchPoster(t, creds)
 	batchOf := func(dir string, e Entry) []byte {
 		c := e.Capture
 		c.Segment, c.Offset, c.Length = "", 0, 0
@@ -275,18 +283,9 @@ func BenchmarkLargeCapture(b *testing.B) {
 // once taken, be refused: a copy is one gzip member).
 func TestEmptyMemberBeforeARecordDoesNotSlipPastTheGate(t *testing.T) {
 	creds := network(t, 2)
-	client := newSender(t, creds[0], t.TempDir(), t.TempDir(), &resolver{addrs: map[string]string{}}, 0).client
+	postBatch := batchPoster(t, creds)
 	post := func(addr string, body []byte) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
-		req.ContentLength = int64(len(body))
-		req.Header.Set("Content-Type", ContentType)
-		resp, err := client.Do(context.Background(), addr, creds[1].ID(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		msg, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, strings.TrimSpace(string(msg))
+		return postBatch(addr, bytes.NewReader(body), int64(len(body)))
 	}
 	dir := t.TempDir()
 	e := videoCapture(t, dir, make([]byte, MaxBodyBytes+(1<<20))) // zeros: ~65 KB on the wire
