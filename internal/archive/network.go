@@ -67,8 +67,9 @@ const DefaultAnswerTimeout = 30 * time.Second
 // That answer is partial when some node fails: captures found elsewhere are
 // given and the failures logged, but if none are found, a failure is
 // reported rather than "not archived". A range that spans sites is gathered
-// from every live node and merged in order, and fails if any node does
-// (Gather, for reading a range whole, passes over such nodes instead). A
+// from every live node and merged in order, partial in the same way: with
+// replicas, what a failed node holds is mostly on others too (Gather, for
+// reading a range whole, also returns the failures, as a *PartialError). A
 // node that sends nothing for AnswerTimeout is taken as failed.
 //
 // A capture that several nodes hold (the same key and time) is given once,
@@ -120,7 +121,9 @@ func (n *Network) captures(ctx context.Context, q query, fn func(index.Capture) 
 
 // Range answers as Captures does when every key in [lo, hi) belongs to one
 // site: from its owner, or failing that from the other nodes. Otherwise it
-// asks every live node, merging their streams by key and time.
+// asks every live node, merging their streams by key and time, and passes
+// over the nodes that fail as Captures does: their failures are logged,
+// and are the answer only when no capture was found.
 func (n *Network) Range(ctx context.Context, lo, hi string, reverse bool, fn func(index.Capture) (bool, error)) error {
 	if hi != "" && lo >= hi {
 		return nil
@@ -129,7 +132,7 @@ func (n *Network) Range(ctx context.Context, lo, hi string, reverse bool, fn fun
 	if site, ok := oneSite(lo, hi); ok {
 		return n.lookup(ctx, site, q, fn)
 	}
-	return n.merge(ctx, q, fn)
+	return n.elsewhere(ctx, q, "", nil, fn)
 }
 
 // Gather calls fn for each capture whose URL key k satisfies lo <= k < hi
@@ -193,10 +196,10 @@ func (n *Network) lookup(ctx context.Context, site string, q query, fn func(inde
 }
 
 // elsewhere answers q from every live node but owner (whose answer, empty
-// or ownerErr, was had already), merging what they hold. Unavailable nodes
-// are passed over when others have captures; when none has, the owner's
-// failure, or else the others', is the answer, for the captures may be
-// on a node that failed.
+// or ownerErr, was had already; "" for none), merging what they hold.
+// Unavailable nodes are passed over when others have captures; when none
+// has, the owner's failure, or else the others', is the answer, for the
+// captures may be on a node that failed.
 func (n *Network) elsewhere(ctx context.Context, q query, owner string, ownerErr error, fn func(index.Capture) (bool, error)) error {
 	nodes := n.others(owner)
 	local := owner != n.self
@@ -763,26 +766,9 @@ func (n *Network) localSource(ctx context.Context, q query) source {
 	}
 }
 
-// merge answers a range query from every live node: it opens all their
-// streams at once and merges them, holding one capture per node. Any
-// node failing fails the query.
-func (n *Network) merge(ctx context.Context, q query, fn func(index.Capture) (bool, error)) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	srcs, errs := n.openAll(ctx, q, n.others(n.self), true)
-	defer closeAll(srcs)
-	if err := errors.Join(errs...); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return err
-	}
-	_, _, err := n.mergeSources(q, srcs, false, fn)
-	return err
-}
-
 // mergeAvailable answers q from nodes (and with local, this node's
-// archive) as merge does, but passes over the nodes that are unavailable,
+// archive), opening all their streams at once and merging them, holding
+// one capture per node. It passes over the nodes that are unavailable,
 // when the query is opened or part way, returning their errors in failed.
 // found reports whether fn was called.
 func (n *Network) mergeAvailable(ctx context.Context, q query, nodes []Node, local bool, fn func(index.Capture) (bool, error)) (found bool, failed []error, err error) {
