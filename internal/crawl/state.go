@@ -129,7 +129,14 @@ func reconcileSegments(db *pebble.DB, dir string, log *slog.Logger, dropLost boo
 				return err
 			}
 		case fi.Size() < end && dropLost:
-			res, err := warc.Repair(path)
+			// The records the index places wholly before the file's end
+			// are kept as they are: a damaged one among them is not the
+			// end of the data.
+			from, err := index.LastWhole(db, name, fi.Size())
+			if err != nil {
+				return fmt.Errorf("crawl: %s: %w", path, err)
+			}
+			res, err := warc.RepairFrom(path, from)
 			if err != nil {
 				return fmt.Errorf("crawl: %s: %w", path, err)
 			}
@@ -225,12 +232,11 @@ func truncateSync(path string, size int64) error {
 	if err := f.Truncate(size); err != nil {
 		return fmt.Errorf("crawl: truncate %s: %w", path, err)
 	}
+	// The committed part is not read back: it was synced before its
+	// commit, and cutting it at a damaged record would lose every record
+	// after that one. Damage is for reads and `waggle index verify` to find.
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("crawl: %w", err)
-	}
-	// The committed part must still read back as whole records.
-	if _, err := warc.Repair(path); err != nil {
-		return fmt.Errorf("crawl: %s: %w", path, err)
 	}
 	return nil
 }

@@ -290,6 +290,25 @@ func DropLocations(db *pebble.DB, b *pebble.Batch, segment string, from int64) (
 	return n, err
 }
 
+// LastWhole returns the offset of the last capture of segment that lies
+// wholly within the segment's first size bytes, or 0 if none does: a record
+// boundary below which a segment that lost its tail holds what the index
+// says it does. It reads the whole index.
+func LastWhole(db *pebble.DB, segment string, size int64) (int64, error) {
+	var last int64
+	err := New(db).scan(context.Background(), "", "", false, func(_, v []byte) (bool, error) {
+		c, err := decodeCapture(v)
+		if err != nil {
+			return false, err
+		}
+		if c.Segment == segment && c.Offset+c.Length <= size {
+			last = max(last, c.Offset)
+		}
+		return true, nil
+	})
+	return last, err
+}
+
 // Delete stages into b, an indexed batch, the removal of capture c from
 // the index, and of its payload digest's entry when c is the digest's first
 // capture.

@@ -301,14 +301,20 @@ func VerifyBlock(rec *Record) error {
 
 // RepairResult says what Repair kept and cut.
 type RepairResult struct {
-	Records int
+	Records int   // records found whole, from where the repair started
 	Size    int64 // bytes kept
 	Cut     int64 // bytes removed from the tail
 }
 
 // Repair truncates a segment after its last complete, valid record, so a
 // torn tail left by a crash is cut off and the file reads cleanly.
-func Repair(path string) (RepairResult, error) {
+func Repair(path string) (RepairResult, error) { return RepairFrom(path, 0) }
+
+// RepairFrom is Repair reading from offset from, a record boundary, on:
+// the bytes before it are kept as they are, damaged or not. A caller that
+// knows where the intact part ends starts there, so that one damaged
+// record before it does not cut every record after it.
+func RepairFrom(path string, from int64) (RepairResult, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return RepairResult{}, fmt.Errorf("warc: %w", err)
@@ -318,11 +324,17 @@ func Repair(path string) (RepairResult, error) {
 	if err != nil {
 		return RepairResult{}, fmt.Errorf("warc: %w", err)
 	}
+	if from < 0 || from > fi.Size() {
+		return RepairResult{}, fmt.Errorf("warc: repair %s from offset %d of %d bytes", path, from, fi.Size())
+	}
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return RepairResult{}, fmt.Errorf("warc: %w", err)
+	}
 	r, err := NewReader(f)
 	if err != nil {
 		return RepairResult{}, err
 	}
-	var res RepairResult
+	res := RepairResult{Size: from}
 	for {
 		rec, loc, err := r.Next()
 		if err != nil {
@@ -332,7 +344,7 @@ func Repair(path string) (RepairResult, error) {
 			break // part of a multi-record member, or corrupt: stop at the last clean boundary
 		}
 		res.Records++
-		res.Size = loc.Offset + loc.Length
+		res.Size = from + loc.Offset + loc.Length
 	}
 	if res.Size < fi.Size() {
 		res.Cut = fi.Size() - res.Size
