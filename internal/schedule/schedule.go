@@ -21,8 +21,10 @@
 // The next interval is the one in which the probability of more than one
 // change — a version that would never be archived — is Policy.Miss:
 // 1 − e^{−λI}(1 + λI) = Miss, clamped to [Policy.Min, Policy.Max]. Growth is
-// limited to doubling per visit, because "unchanged" is weak evidence; a
-// shrink is not limited beyond Min, because missed versions are lost for good.
+// limited to doubling per visit, because "unchanged" is weak evidence, and an
+// unchanged visit made before half the interval had passed is not counted at
+// all; a shrink is not limited beyond Min, because missed versions are lost
+// for good.
 //
 // The package does no I/O: callers keep a State per URL (MarshalBinary is a
 // couple of dozen bytes) and spread due times with Jitter.
@@ -134,6 +136,20 @@ func (p Policy) Next(s State, now time.Time, changed bool) (State, time.Time) {
 		elapsed = now.Sub(s.LastVisit)
 	}
 	elapsed = min(max(elapsed, time.Second), p.Max, maxInterval)
+
+	// An unchanged visit made well before the page was due (a forced
+	// re-crawl, `--recrawl-all`) leaves the estimate as it was: no change
+	// over a short time says little about a long one, and counting it
+	// would let a few visits seconds apart double the interval each time,
+	// up to Max. The next visit is timed from this one.
+	if !changed && !s.LastVisit.IsZero() && elapsed < prev/2 {
+		s.Interval = p.clamp(min(prev, maxInterval))
+		s.LastVisit = now
+		if s.Visits < math.MaxUint32 {
+			s.Visits++
+		}
+		return s, now.Add(s.Interval)
+	}
 
 	// The counts describe visits made ref apart. Under the Poisson model
 	// at the current estimate, "unchanged over ref" with probability q is

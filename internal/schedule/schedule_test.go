@@ -77,6 +77,33 @@ func TestGrowthAtMostDoubles(t *testing.T) {
 	}
 }
 
+// Unchanged visits made seconds apart (forced re-crawls) are no evidence
+// that a page is static: they leave the interval where it was, and the
+// next visit on schedule grows it as it would have. A change seen early
+// counts.
+func TestEarlyUnchangedVisitsDoNotGrow(t *testing.T) {
+	p := DefaultPolicy()
+	s, _ := p.First(t0)
+	now := t0
+	for range 5 {
+		now = now.Add(time.Second)
+		var due time.Time
+		s, due = p.Next(s, now, false)
+		if s.Interval != p.Default || !due.Equal(now.Add(p.Default)) {
+			t.Fatalf("unchanged %v after the first visit: interval %v due %v, want %v after it", now.Sub(t0), s.Interval, due, p.Default)
+		}
+	}
+	if s.Visits != 5 || s.Changes != 0 {
+		t.Errorf("counts %d/%d, want 0/5", s.Changes, s.Visits)
+	}
+	if on, _ := p.Next(s, now.Add(s.Interval), false); on.Interval != 2*p.Default {
+		t.Errorf("unchanged on schedule after them: interval %v, want %v", on.Interval, 2*p.Default)
+	}
+	if ch, _ := p.Next(s, now.Add(time.Minute), true); ch.Interval >= p.Default {
+		t.Errorf("changed a minute after the last visit: interval %v, want shorter than %v", ch.Interval, p.Default)
+	}
+}
+
 func TestAlwaysChangesDriftsToMin(t *testing.T) {
 	p := DefaultPolicy()
 	s, _ := p.First(t0)
