@@ -275,6 +275,11 @@ func (c *Crawler) queueRevisits(ctx context.Context) {
 	} else if n > 0 {
 		c.cfg.Logger.Info("re-crawl: scheduled the archive's URLs", "urls", n)
 	}
+	if n, err := c.applyRules(ctx); err != nil {
+		c.cfg.Logger.Warn("re-crawl: cannot apply the re-crawl rules to the URLs scheduled", "err", err)
+	} else if n > 0 {
+		c.cfg.Logger.Info("re-crawl: rescheduled URLs under the re-crawl rules", "urls", n)
+	}
 	before := time.Now()
 	if c.cfg.RecrawlAll {
 		before = time.Unix(1<<40, 0)

@@ -257,6 +257,62 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 	}
 }
 
+// rulesKey holds the re-crawl rules (Config.Schedules) the archive's URLs
+// were last scheduled under.
+const rulesKey = "k/recrawl-rules"
+
+// applyRules moves the due times of the URLs whose intervals lie outside
+// their rule's bounds, when the rules changed since the last run: a
+// narrower --revisit takes effect now, not after visits timed under the
+// old one, which could be a month away. It returns how many URLs moved.
+func (c *Crawler) applyRules(ctx context.Context) (int, error) {
+	want := c.cfg.Schedules.String()
+	if v, closer, err := c.db.Get([]byte(rulesKey)); err == nil {
+		same := string(v) == want
+		closer.Close()
+		if same {
+			return 0, nil
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return 0, fmt.Errorf("crawl: %w", err)
+	}
+	moved := 0
+	for after := ""; ; {
+		es, err := recrawl.Entries(c.db, after, recrawlBatch)
+		if err != nil {
+			return moved, err
+		}
+		last := len(es) < recrawlBatch
+		err = c.Update(ctx, func(b *pebble.Batch) error {
+			for _, e := range es {
+				// Queued URLs (no due time) take the rules at their visit.
+				if e.Due.IsZero() {
+					continue
+				}
+				state, ok := c.cfg.Schedules.For(e.URL).Rebound(e.State)
+				if !ok {
+					continue
+				}
+				old := e
+				e.State = state
+				e.Due = state.LastVisit.Add(schedule.Jitter(e.URL, state.Interval))
+				if err := recrawl.Put(b, &old, e); err != nil {
+					return err
+				}
+				moved++
+			}
+			if last {
+				return b.Set([]byte(rulesKey), []byte(want), nil)
+			}
+			return nil
+		})
+		if err != nil || last {
+			return moved, err
+		}
+		after = es[len(es)-1].Key
+	}
+}
+
 // pumpDue queues URLs as they fall due until ctx ends.
 func (c *Crawler) pumpDue(ctx context.Context) {
 	for {

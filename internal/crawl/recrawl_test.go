@@ -488,3 +488,62 @@ func notModified(w http.ResponseWriter, r *http.Request, etag string) bool {
 	w.WriteHeader(http.StatusNotModified)
 	return true
 }
+
+// Narrower re-crawl rules take effect on the next run for URLs scheduled
+// under the old ones, not after visits timed by those, which could be a
+// month away; a wider rule leaves intervals that fit it alone.
+func TestChangedRulesReschedule(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 9, Hosts: 3, Pages: 20})
+	cfg := testConfig(t, srv.URL(), web.Seeds()[0])
+	cfg.Scope = ScopeHost
+	runCrawl(t, cfg) // under the default rules: due in a day
+
+	entries := func() []recrawl.Entry {
+		t.Helper()
+		db, err := OpenDB(cfg.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		es, err := recrawl.Entries(db, "", 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) < 5 {
+			t.Fatalf("fixture: %d re-crawl entries", len(es))
+		}
+		return es
+	}
+	before := entries()
+	rerun := func(spec string) {
+		t.Helper()
+		rule, err := recrawl.ParseRule(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := cfg
+		again.Recrawl = true
+		again.Schedules = recrawl.NewRules(schedule.DefaultPolicy(), rule)
+		if s := runCrawl(t, again); s.RevisitsQueued != 0 {
+			t.Errorf("rules %s: %d URLs revisited; none was due", spec, s.RevisitsQueued)
+		}
+	}
+
+	rerun("30m,10m,2h")
+	for i, e := range entries() {
+		if e.Due.IsZero() {
+			continue
+		}
+		b := before[i]
+		limit := e.State.LastVisit.Add(schedule.Jitter(e.URL, 2*time.Hour))
+		if e.Key != b.Key || e.State.Interval != 2*time.Hour || e.Due.Unix() != limit.Unix() {
+			t.Errorf("%s under a 2h maximum: interval %v, due %v; want 2h, due %v (it was %v)", e.URL, e.State.Interval, e.Due, limit, b.Due)
+		}
+	}
+	rerun("48h")
+	for _, e := range entries() {
+		if !e.Due.IsZero() && e.State.Interval != 2*time.Hour {
+			t.Errorf("%s under a 2h–60d rule: interval %v, want the 2h it had", e.URL, e.State.Interval)
+		}
+	}
+}

@@ -166,6 +166,31 @@ func GetKey(r pebble.Reader, key string) (Entry, bool, error) {
 	return e, true, nil
 }
 
+// Entries returns up to limit entries whose Keys follow after, in Key
+// order: a walk over every URL, a batch at a time.
+func Entries(db *pebble.DB, after string, limit int) ([]Entry, error) {
+	lo := entryKey(after)
+	if after != "" {
+		lo = append(lo, 0)
+	}
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: []byte("v/v")})
+	if err != nil {
+		return nil, fmt.Errorf("recrawl: %w", err)
+	}
+	defer it.Close()
+	var es []Entry
+	for it.First(); it.Valid() && len(es) < limit; it.Next() {
+		key := string(it.Key()[len(entryPrefix):])
+		e, err := decodeEntry(it.Value())
+		if err != nil {
+			return es, fmt.Errorf("recrawl: entry of %.200q: %w", key, err)
+		}
+		e.Key = key
+		es = append(es, e)
+	}
+	return es, it.Error()
+}
+
 // Put stages e into b, replacing old (the entry as it was, or nil) and its
 // place in the due queue. Writing over an entry without giving old leaves
 // its due key behind, which Due reports as stale.

@@ -82,6 +82,26 @@ func NewRules(def schedule.Policy, rules ...Rule) Rules {
 	return rs
 }
 
+// String describes rs fully and canonically: two Rules with the same
+// String schedule every URL alike. A crawler keeps it to tell whether the
+// rules changed since its URLs were scheduled.
+func (rs Rules) String() string {
+	var b strings.Builder
+	policy := func(p schedule.Policy) {
+		fmt.Fprintf(&b, "%d,%d,%d,%g", p.Default/time.Second, p.Min/time.Second, p.Max/time.Second, p.Miss)
+	}
+	def := rs.def
+	if def == (schedule.Policy{}) {
+		def = schedule.DefaultPolicy()
+	}
+	policy(def)
+	for _, r := range rs.rules {
+		fmt.Fprintf(&b, "\n%q=", r.key)
+		policy(r.Policy)
+	}
+	return b.String()
+}
+
 // For returns the schedule of url.
 func (rs Rules) For(url string) schedule.Policy {
 	def := rs.def

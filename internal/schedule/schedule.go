@@ -198,6 +198,21 @@ func (p Policy) Next(s State, now time.Time, changed bool) (State, time.Time) {
 	return s, now.Add(next)
 }
 
+// Rebound returns s with its interval moved within p's bounds, for a URL
+// scheduled under other bounds; ok is false when the interval was within
+// them already, or s is of a URL never visited.
+func (p Policy) Rebound(s State) (_ State, ok bool) {
+	if s.LastVisit.IsZero() || s.Interval <= 0 {
+		return s, false
+	}
+	d := p.clamp(min(s.Interval, maxInterval))
+	if d == s.Interval {
+		return s, false
+	}
+	s.Interval = d
+	return s, true
+}
+
 // clamp bounds d to [Min, Max], preferring Min if a bad policy has Min > Max.
 func (p Policy) clamp(d time.Duration) time.Duration {
 	return max(min(d, p.Max), p.Min)
