@@ -257,6 +257,27 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 	}
 }
 
+// validators returns the ETag and Last-Modified that make the first
+// revisit of an imported capture cp conditional: those of its own HTTP
+// headers (a revisit's may hold them), or else of orig, the response that
+// holds its payload, when that is of the same URL and whole. A record
+// that cannot be read gives none: the revisit then fetches in full.
+func (c *Crawler) validators(cp, orig index.Capture) (etag, lastModified string) {
+	for _, r := range []index.Capture{cp, orig} {
+		if r.URLKey != cp.URLKey || r.Status < 200 || (r.Status >= 300 && r.Status != http.StatusNotModified) {
+			continue
+		}
+		wh, h, err := warc.HTTPHeaderAt(c.warcDir, warc.Location{Segment: r.Segment, Offset: r.Offset, Length: r.Length})
+		if err != nil || wh.Get("WARC-Truncated") != "" {
+			continue // only a whole capture may be kept by a 304
+		}
+		if etag, lastModified = h.Get("ETag"), h.Get("Last-Modified"); etag != "" || lastModified != "" {
+			return etag, lastModified
+		}
+	}
+	return "", ""
+}
+
 // rulesKey holds the re-crawl rules (Config.Schedules) the archive's URLs
 // were last scheduled under.
 const rulesKey = "k/recrawl-rules"
@@ -377,13 +398,16 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 		}
 		e := recrawl.Entry{URL: cp.URL, Digest: cp.Digest, MIME: cp.MIME, SimHash: cp.SimHash, Due: now}
 		e.State, _ = c.cfg.Schedules.For(cp.URL).First(now)
+		orig := cp
 		if cp.Type == warc.TypeResponse {
 			e.Payload = refTo(cp)
-		} else if orig, ok, err := index.ByDigest(c.db, cp.Digest); err == nil && ok {
-			e.Payload = refTo(orig)
+		} else if o, ok, err := index.ByDigest(c.db, cp.Digest); err == nil && ok {
+			e.Payload, orig = refTo(o), o
 		}
 		if !e.Captured() {
 			e.Digest = "" // nothing to compare with: the revisit fetches in full
+		} else {
+			e.ETag, e.LastModified = c.validators(cp, orig)
 		}
 		n++
 		if err := recrawl.Put(b, nil, e); err != nil {

@@ -547,3 +547,65 @@ func TestChangedRulesReschedule(t *testing.T) {
 		}
 	}
 }
+
+// An imported archive's first re-crawl is conditional: the validators of
+// each URL's last capture come from its record, as a crawl's own would,
+// a revisit's included.
+func TestRecrawlOfImportIsConditional(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[string][]string{} // path → the validators of each request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked[r.URL.Path] = append(asked[r.URL.Path], r.Header.Get("If-None-Match")+"|"+r.Header.Get("If-Modified-Since"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/":
+			if notModified(w, r, `"home-1"`) {
+				return
+			}
+			io.WriteString(w, `<html><body><a href="/dated">dated</a></body></html>`)
+		case "/dated":
+			const lm = "Tue, 03 Nov 2026 10:00:00 GMT"
+			w.Header().Set("Last-Modified", lm)
+			if r.Header.Get("If-Modified-Since") == lm {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+			io.WriteString(w, "<html><body><p>Dated.</p></body></html>")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	cfg := testConfig(t, "", srv.URL+"/")
+	cfg.IgnoreRobots = true
+	runCrawl(t, cfg)
+	all := cfg
+	all.RecrawlAll = true
+	runCrawl(t, all) // the home page's last capture is now a revisit
+
+	imported := cfg
+	imported.Data = t.TempDir()
+	files, err := filepath.Glob(filepath.Join(cfg.Data, "warc", "*.warc.gz"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("segments: %v %v", files, err)
+	}
+	importFiles(t, imported.Data, files...)
+	mu.Lock()
+	clear(asked)
+	mu.Unlock()
+	imported.Recrawl, imported.Seeds = true, nil
+	s := runCrawl(t, imported)
+	if s.NotModified != 2 {
+		t.Errorf("the imported archive's re-crawl: %d answered 304, want both pages; requests %v", s.NotModified, asked)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := asked["/"]; len(got) != 1 || got[0] != `"home-1"|` {
+		t.Errorf("home page asked with %q, want its ETag", got)
+	}
+	if got := asked["/dated"]; len(got) != 1 || got[0] != "|Tue, 03 Nov 2026 10:00:00 GMT" {
+		t.Errorf("dated page asked with %q, want its Last-Modified", got)
+	}
+}

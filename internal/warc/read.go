@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/textproto"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -270,6 +272,53 @@ func ReadAt(dir string, loc Location) (*Record, error) {
 		return nil, fmt.Errorf("%w: %s at offset %d", err, loc.Segment, loc.Offset)
 	}
 	return rec, nil
+}
+
+// maxHTTPHeader bounds the HTTP header section HTTPHeaderAt reads.
+const maxHTTPHeader = 256 << 10
+
+// HTTPHeaderAt returns the WARC header of the record at loc in dir and the
+// header fields of the HTTP message that starts its block, reading no
+// further than that: for a reader that wants a response's headers from a
+// large record. The block's digest is not checked, since the block is not
+// read whole.
+func HTTPHeaderAt(dir string, loc Location) (Header, http.Header, error) {
+	f, err := os.Open(filepath.Join(dir, filepath.Base(loc.Segment)))
+	if err != nil {
+		return Header{}, nil, fmt.Errorf("warc: %w", err)
+	}
+	defer f.Close()
+	length := loc.Length
+	if length <= 0 {
+		length = 1 << 62
+	}
+	var src io.Reader = io.NewSectionReader(f, loc.Offset, length)
+	br := bufio.NewReader(src)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return Header{}, nil, fmt.Errorf("warc: %s at %d: %w", loc.Segment, loc.Offset, err)
+		}
+		zr.Multistream(false)
+		br = bufio.NewReader(zr)
+	}
+	wh, err := ReadHeader(br)
+	if err != nil {
+		return Header{}, nil, fmt.Errorf("warc: %s at %d: %w", loc.Segment, loc.Offset, unexpected(err))
+	}
+	n, err := strconv.ParseInt(wh.Get("Content-Length"), 10, 64)
+	if err != nil || n < 0 {
+		return wh, nil, fmt.Errorf("warc: %s at %d: bad Content-Length %q", loc.Segment, loc.Offset, wh.Get("Content-Length"))
+	}
+	tp := textproto.NewReader(bufio.NewReader(io.LimitReader(br, min(n, maxHTTPHeader))))
+	if _, err := tp.ReadLine(); err != nil {
+		return wh, nil, fmt.Errorf("warc: %s at %d: http status line: %w", loc.Segment, loc.Offset, unexpected(err))
+	}
+	h, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return wh, nil, fmt.Errorf("warc: %s at %d: http headers: %w", loc.Segment, loc.Offset, unexpected(err))
+	}
+	return wh, http.Header(h), nil
 }
 
 // VerifyBlock checks a record's WARC-Block-Digest: SHA-1 or SHA-256, in
