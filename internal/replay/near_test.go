@@ -104,7 +104,7 @@ func TestCaptureListCollapse(t *testing.T) {
 		t.Errorf("full list rows %s", got)
 	}
 	// The revisit, and it alone, is marked.
-	if !strings.Contains(full, `href="/web/20240104000000/http://example.com/">4 Jan 2024 00:00:00 UTC</a> <span class="tag"`) || strings.Count(full, ">unchanged</span>") != 1 {
+	if !strings.Contains(full, `href="/web/20240104000000/http://example.com/">4 Jan 2024 00:00:00 UTC</a> <span class="tag"`) || strings.Count(full, ">revisit</span>") != 1 {
 		t.Errorf("revisit not labelled once:\n%s", full)
 	}
 	toggle := regexp.MustCompile(`<a id="collapse" href="([^"]+)"`).FindStringSubmatch(full)
