@@ -7,8 +7,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,6 +252,64 @@ func TestScopeAndRequisites(t *testing.T) {
 		if h := urlkey.Host(u); h != host && h != "www."+host && "www."+h != host {
 			t.Errorf("--no-page-requisites fetched %s", u)
 		}
+	}
+}
+
+// TestChainsAcrossHostsEnd: an in-scope page's requisite on another host
+// that redirects to the next host, and a stylesheet that imports the next
+// host's, are followed three hops off the scope and no further, whatever
+// the depth limit (redirects and requisites keep their page's depth) and
+// however many hosts a wildcard DNS name offers; a redirect chain inside
+// the scope ends after 20 redirects. Each chain here ends by itself at its
+// tenth host or 30th redirect, so that a crawl without the bounds ends too.
+func TestChainsAcrossHostsEnd(t *testing.T) {
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, path := r.URL.Hostname(), r.URL.Path
+		var n int
+		is := func(s, format string) bool { // s is format's, with n below 30
+			_, err := fmt.Sscanf(s, format, &n)
+			return err == nil && n < 30
+		}
+		switch {
+		case path == "/robots.txt":
+			http.NotFound(w, r)
+		case host == "seed.test" && path == "/":
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, `<html><body><img src="http://r0.trap.test/i.png">
+<link rel=stylesheet href="http://c0.trap.test/s.css"><a href="/hop/0">on</a></body></html>`)
+		case host == "seed.test" && is(path, "/hop/%d"):
+			http.Redirect(w, r, fmt.Sprintf("/hop/%d", n+1), http.StatusFound)
+		case is(host, "r%d.trap.test") && n < 10:
+			http.Redirect(w, r, fmt.Sprintf("http://r%d.trap.test/i.png", n+1), http.StatusFound)
+		case is(host, "c%d.trap.test") && n < 10:
+			w.Header().Set("Content-Type", "text/css")
+			fmt.Fprintf(w, "@import url(http://c%d.trap.test/s.css);", n+1)
+		default:
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "the end")
+		}
+	}))
+	defer proxy.Close()
+	cfg := testConfig(t, proxy.URL, "http://seed.test/")
+	cfg.Scope = ScopeHost
+	cfg.MaxDepth = 1
+	runCrawl(t, cfg)
+	caps := archived(t, cfg.Data)
+	var got []string
+	for u := range caps {
+		if !strings.HasSuffix(u, "/robots.txt") {
+			got = append(got, u)
+		}
+	}
+	slices.Sort(got)
+	want := []string{"http://c0.trap.test/s.css", "http://c1.trap.test/s.css", "http://c2.trap.test/s.css",
+		"http://r0.trap.test/i.png", "http://r1.trap.test/i.png", "http://r2.trap.test/i.png", "http://seed.test/"}
+	for n := range 21 {
+		want = append(want, fmt.Sprintf("http://seed.test/hop/%d", n))
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("archived %d URLs:\n%s\nwant %d:\n%s", len(got), strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
 	}
 }
 

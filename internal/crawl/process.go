@@ -271,23 +271,34 @@ func hasSimHash(status int, h http.Header) bool {
 // follow decides which outlinks go to the frontier: links inside the scope,
 // and page requisites (embeds) wherever they are. Off-scope resources bring
 // no links of their own, except that an off-scope stylesheet's images, fonts
-// and imports are still requisites of the page that used it.
+// and imports are still requisites of the page that used it. Each item
+// carries the redirects in a row and the hops off the scope that led to it,
+// which the frontier bounds: neither depth nor scope ends a chain of
+// redirects, or of stylesheets importing the next host's.
 func (c *Crawler) follow(parent frontier.Item, resp *fetch.Response, links []extract.Outlink) []frontier.Item {
 	sc := c.scope.Load()
 	parentInScope := sc.contains(parent.URL)
+	// A parent in scope starts the count afresh, even one queued off the
+	// scope before seeds widened it.
+	offHops := parent.OffScopeHops
+	if parentInScope {
+		offHops = 0
+	}
 	isCSS := mediaType(resp.Header, nil) == "text/css"
 	items := make([]frontier.Item, 0, len(links))
 	for _, l := range links {
 		it := newItem(l.URL, parent.Depth+1, parent.URL)
+		inScope := sc.contains(l.URL)
 		switch l.Kind {
 		case extract.Redirect:
 			// A redirect is the same resource under another name: same depth, same role.
 			it.Depth, it.Embed = parent.Depth, parent.Embed
-			if !it.Embed && !sc.contains(l.URL) {
+			it.Redirects = parent.Redirects + 1
+			if !it.Embed && !inScope {
 				continue
 			}
 		case extract.Embed:
-			if c.cfg.NoRequisites && !sc.contains(l.URL) {
+			if c.cfg.NoRequisites && !inScope {
 				continue
 			}
 			if !parentInScope && !isCSS {
@@ -296,9 +307,12 @@ func (c *Crawler) follow(parent frontier.Item, resp *fetch.Response, links []ext
 			// Requisites of a page at the depth limit are still part of that page.
 			it.Depth, it.Embed = parent.Depth, true
 		default:
-			if !parentInScope || !sc.contains(l.URL) {
+			if !parentInScope || !inScope {
 				continue
 			}
+		}
+		if !inScope {
+			it.OffScopeHops = offHops + 1
 		}
 		items = append(items, it)
 	}

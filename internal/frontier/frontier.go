@@ -47,6 +47,8 @@ type Options struct {
 	MaxPagesPerHost    int           // URLs ever queued per host (0: unlimited)
 	MaxPathRepeat      int           // drop URLs repeating a path segment more often (default 3)
 	MaxURLLength       int           // default 2048
+	MaxRedirects       int           // drop URLs reached through more redirects in a row (default 20, as browsers)
+	MaxOffScopeHops    int           // drop URLs more hops outside the scope (default 3)
 	ExpectedURLs       uint          // Bloom filter sizing (default 10,000,000 at 1% false positives)
 	Now                func() time.Time
 }
@@ -59,6 +61,15 @@ type Item struct {
 	Depth int    // hops from a seed
 	Via   string // page it was found on
 	Embed bool   // a page requisite
+	// Redirects counts the redirects in a row that led here: a redirect
+	// keeps its source's depth, so depth alone does not end a chain.
+	Redirects int
+	// OffScopeHops counts the hops since the path that led here left the
+	// crawl's scope, 0 inside it (Heritrix's transitive hops): page
+	// requisites and redirects are followed off the scope, and without a
+	// bound a chain of them across hosts (each redirecting or importing
+	// the next) would never end.
+	OffScopeHops int
 	// Seed marks a seed while it is routed to another node; it is not
 	// stored (the crawler keeps its seeds).
 	Seed bool
@@ -154,6 +165,12 @@ func Open(db *pebble.DB, opts Options) (*Frontier, error) {
 	}
 	if opts.MaxURLLength <= 0 {
 		opts.MaxURLLength = 2048
+	}
+	if opts.MaxRedirects <= 0 {
+		opts.MaxRedirects = 20
+	}
+	if opts.MaxOffScopeHops <= 0 {
+		opts.MaxOffScopeHops = 3
 	}
 	if opts.ExpectedURLs == 0 {
 		opts.ExpectedURLs = 10_000_000
@@ -375,6 +392,10 @@ func (f *Frontier) reject(it Item) string {
 		return "length"
 	case f.opts.MaxDepth > 0 && it.Depth > f.opts.MaxDepth:
 		return "depth"
+	case it.Redirects > f.opts.MaxRedirects:
+		return "redirects"
+	case it.OffScopeHops > f.opts.MaxOffScopeHops:
+		return "off-scope-hops"
 	case repeatsSegment(it.URL, f.opts.MaxPathRepeat):
 		return "repeat"
 	case it.Host == "":
@@ -777,6 +798,12 @@ func encodeItem(it Item) []byte {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
+	// The hop counts come last and only when set, so that an item stored
+	// before they existed reads as having none.
+	if it.Redirects > 0 || it.OffScopeHops > 0 {
+		b = binary.AppendUvarint(b, uint64(min(it.Redirects, maxHops)))
+		b = binary.AppendUvarint(b, uint64(min(it.OffScopeHops, maxHops)))
+	}
 	return b
 }
 
@@ -802,8 +829,20 @@ func decodeItem(b []byte) (Item, error) {
 		*s = string(b[n : n+int(l)])
 		b = b[n+int(l):]
 	}
+	if len(b) == 0 {
+		return it, nil
+	}
+	r, n := binary.Uvarint(b)
+	o, m := binary.Uvarint(b[max(n, 0):])
+	if n <= 0 || m <= 0 || n+m != len(b) || r > maxHops || o > maxHops {
+		return it, errCorrupt
+	}
+	it.Redirects, it.OffScopeHops = int(r), int(o)
 	return it, nil
 }
+
+// maxHops bounds a stored hop count, far beyond any limit a crawl sets.
+const maxHops = 1 << 16
 
 // readyHeap orders hosts by when they may next be fetched.
 type readyHeap []*host

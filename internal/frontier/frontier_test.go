@@ -114,6 +114,50 @@ func TestSeenAndTrapLimits(t *testing.T) {
 	}
 }
 
+// TestHopLimits: a URL reached through more than 20 redirects in a row, or
+// more than 3 hops off the scope, is dropped; the counts survive a restart,
+// and an item stored before they existed reads as having none.
+func TestHopLimits(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	f, _ := Open(db, Options{})
+	redirected, off := item("a", "/r20", 1), item("b", "/o3", 1)
+	redirected.Redirects, off.OffScopeHops = 20, 3
+	tooRedirected, tooFar := item("a", "/r21", 1), item("b", "/o4", 1)
+	tooRedirected.Redirects, tooFar.OffScopeHops = 21, 4
+	if n := add(t, db, f, redirected, off, tooRedirected, tooFar); n != 2 {
+		t.Fatalf("queued %d, want 2", n)
+	}
+	if d := f.Stats().Dropped; d["redirects"] != 1 || d["off-scope-hops"] != 1 {
+		t.Errorf("dropped %v, want one for redirects and one for off-scope hops", d)
+	}
+	db.Close()
+
+	db = openDB(t, dir)
+	defer db.Close()
+	f, _ = Open(db, Options{})
+	got := map[string]Item{}
+	for range 2 {
+		l := next(t, f)
+		got[l.URL] = l.Item
+	}
+	if it := got[redirected.URL]; it.Redirects != 20 || it.OffScopeHops != 0 {
+		t.Errorf("after a restart %s has %d redirects and %d off-scope hops, want 20 and 0", it.URL, it.Redirects, it.OffScopeHops)
+	}
+	if it := got[off.URL]; it.Redirects != 0 || it.OffScopeHops != 3 {
+		t.Errorf("after a restart %s has %d redirects and %d off-scope hops, want 0 and 3", it.URL, it.Redirects, it.OffScopeHops)
+	}
+
+	// As the version before the counts wrote it: depth, flags, URL, via, key.
+	old := []byte{2, flagEmbed, 8, 'h', 't', 't', 'p', ':', '/', '/', 'a', 0, 0}
+	if it, err := decodeItem(old); err != nil || it.URL != "http://a" || it.Depth != 2 || !it.Embed || it.Redirects != 0 || it.OffScopeHops != 0 {
+		t.Errorf("an item of the older layout reads as %+v, %v", it, err)
+	}
+	if _, err := decodeItem(append(old, 1)); err == nil {
+		t.Error("an item with one hop count of two reads without error")
+	}
+}
+
 // TestSessionIDsAreOneURL: a site that puts a new session ID in every link
 // (a trap) has each of its pages queued once, under the first variant
 // found, and the variants do not eat into the host's page limit.
