@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -311,6 +313,47 @@ func TestChainsAcrossHostsEnd(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("archived %d URLs:\n%s\nwant %d:\n%s", len(got), strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
 	}
+}
+
+// TestExtractionCutIsLogged: a page whose links run past extraction's
+// limit has the rest of them left unfollowed, and says so in the log.
+func TestExtractionCutIsLogged(t *testing.T) {
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		for n := range 10_001 { // one more than extract's default limit
+			fmt.Fprintf(w, `<a href="http://elsewhere.test/%d">`, n)
+		}
+	}))
+	defer proxy.Close()
+	var log lockedBuffer
+	cfg := testConfig(t, proxy.URL, "http://seed.test/")
+	cfg.Scope = ScopeHost
+	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	runCrawl(t, cfg)
+	if got := log.String(); !strings.Contains(got, "html extraction stopped early") || !strings.Contains(got, "links=10000") {
+		t.Errorf("log of a page cut at the link limit:\n%s", got)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestMaxPagesAndResume(t *testing.T) {

@@ -252,6 +252,11 @@ func (c *Crawler) extract(resp *fetch.Response, warn func(string, ...any)) ([]ex
 		if err != nil {
 			warn("html extraction", "err", err)
 		}
+		if res.Truncated {
+			// A limit on links or tokens, or a charset decoding error:
+			// the page's links after it are not followed.
+			warn("html extraction stopped early; later links not followed", "links", len(res.Links))
+		}
 		links = append(links, res.Links...)
 		if hasSimHash(resp.StatusCode, resp.Header) {
 			sh = res.SimHash

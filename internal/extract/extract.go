@@ -4,7 +4,6 @@ package extract
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -63,9 +62,6 @@ func (l Limits) withDefaults() Limits {
 	}
 	return l
 }
-
-// maxTokenBytes bounds one token (a giant attribute must not be buffered whole).
-const maxTokenBytes = 1 << 20
 
 // collector deduplicates outlinks and enforces the link limit.
 type collector struct {
@@ -131,8 +127,11 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 	res := Result{Base: pageURL}
 	text, err := htmlBytes(body, contentType)
 	res.Truncated = err != nil // the page up to a decoding error is read
+	// No bound on a token's size: the tokenizer reads the page in place,
+	// so a giant one (a data: URI, an inline script or JSON, an SVG path)
+	// costs its length and nothing is buffered; cut there, the page's
+	// later links would be lost.
 	z := htmltoken.New(text)
-	z.SetMaxBuf(maxTokenBytes)
 	inTitle, inStyle, baseSet := false, false, false
 	var attrs tagAttrs
 	var title strings.Builder
@@ -144,10 +143,7 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 		}
 		tt := z.Next()
 		if tt == html.ErrorToken {
-			if err := z.Err(); err != nil && !errors.Is(err, io.EOF) {
-				res.Truncated = true // ErrBufferExceeded or a read error: keep what was found
-			}
-			break
+			break // the end of the page: without SetMaxBuf, the only error
 		}
 		switch tt {
 		case html.TextToken:

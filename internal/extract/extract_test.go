@@ -112,10 +112,22 @@ func TestHostileHTML(t *testing.T) {
 	if err != nil || len(res.Links) != 1 {
 		t.Errorf("deep nesting: %v %v", res.Links, err)
 	}
-	giant := `<a href="first.html"></a><img alt="` + strings.Repeat("x", 10<<20) + `"><a href="after.html">`
-	res, err = HTML([]byte(giant), "text/html", page, Limits{})
-	if err != nil || !res.Truncated || len(res.Links) != 1 {
-		t.Errorf("giant attribute: links %v truncated %v err %v", res.Links, res.Truncated, err)
+	// A giant token costs its length; the links after it are still found.
+	big := strings.Repeat("x", 10<<20)
+	for name, giant := range map[string]string{
+		"attribute":   `<img alt="` + big + `">`,
+		"data: URI":   `<img src="data:image/png;base64,` + big + `">`,
+		"script":      `<script>var x="` + big + `";</script>`,
+		"inline JSON": `<script id=__NEXT_DATA__ type=application/json>{"a":"` + big + `"}</script>`,
+		"text":        `<p>` + strings.Repeat("word ", 2<<20) + `</p>`,
+		"SVG path":    `<svg><path d="` + strings.Repeat("M1 1L2 2", 1<<20) + `"/></svg>`,
+		"style":       `<style>.a{content:"` + big + `"}</style>`,
+		"comment":     `<!--` + big + `-->`,
+	} {
+		res, err = HTML([]byte(`<a href="first.html"></a>`+giant+`<a href="after.html"><img src="after.png">`), "text/html", page, Limits{})
+		if err != nil || res.Truncated || len(res.Links) != 3 {
+			t.Errorf("giant %s: links %v truncated %v err %v", name, res.Links, res.Truncated, err)
+		}
 	}
 	bin := make([]byte, 1<<20)
 	r := rand.New(rand.NewPCG(1, 2))

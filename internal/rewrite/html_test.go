@@ -306,6 +306,19 @@ func TestHTMLPassthrough(t *testing.T) {
 	}
 }
 
+// A giant token (a data: URI, an inline script) is rewritten as it is, and
+// so are the links after it.
+func TestHTMLGiantTokens(t *testing.T) {
+	big := strings.Repeat("x", 2<<20)
+	for _, giant := range []string{`<img src="data:image/png;base64,` + big + `">`, `<script>var x="` + big + `";</script>`} {
+		in := giant + `<a href="after.html">`
+		want := giant + `<a href="/web/Xmp_/http://ex.com/dir/after.html">`
+		if got := rewriteHTML(t, in, testPage, HTMLOptions{}); got != want {
+			t.Errorf("after a giant token of %d bytes: %q", len(giant), got[max(0, len(got)-100):])
+		}
+	}
+}
+
 func TestHTMLEncoding(t *testing.T) {
 	const want = `/web/Xmp_/http://ex.com/dir/caf%C3%A9.html`
 	tests := []struct{ name, page, ct string }{
