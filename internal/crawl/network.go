@@ -157,7 +157,8 @@ func (c *Crawler) Accept(ctx context.Context, items []frontier.Item) (refused in
 			refused++
 			continue
 		}
-		r.queue = append(r.queue, frontier.Item{URL: u, Host: urlkey.Host(u), Depth: it.Depth, Embed: it.Embed})
+		r.queue = append(r.queue, frontier.Item{URL: u, Host: urlkey.Host(u), Depth: it.Depth, Embed: it.Embed,
+			Redirects: it.Redirects, OffScopeHops: it.OffScopeHops})
 	}
 	if len(r.queue) == 0 {
 		return refused, nil

@@ -72,7 +72,7 @@ func (n *Node) peerHandler() http.Handler {
 func (n *Node) acceptLinks(ctx context.Context, from string, links []outbox.Link) error {
 	items := make([]frontier.Item, len(links))
 	for i, l := range links {
-		items[i] = frontier.Item{URL: l.URL, Depth: l.Depth, Embed: l.Embed, Seed: l.Seed}
+		items[i] = frontier.Item{URL: l.URL, Depth: l.Depth, Embed: l.Embed, Seed: l.Seed, Redirects: l.Redirects, OffScopeHops: l.OffScopeHops}
 	}
 	refused, err := n.crawl.Accept(ctx, items)
 	if err != nil {

@@ -54,7 +54,10 @@ func (r *router) Idle() { r.out.Flush() }
 func links(items []frontier.Item) []outbox.Link {
 	ls := make([]outbox.Link, len(items))
 	for i, it := range items {
-		ls[i] = outbox.Link{URL: it.URL, Depth: it.Depth, Embed: it.Embed, Seed: it.Seed}
+		ls[i] = outbox.Link{URL: it.URL, Depth: it.Depth, Embed: it.Embed, Seed: it.Seed,
+			// Past the frontier's limits the receiver drops the URL
+			// whatever the count; capped, it still travels.
+			Redirects: min(it.Redirects, outbox.MaxHops), OffScopeHops: min(it.OffScopeHops, outbox.MaxHops)}
 	}
 	return ls
 }

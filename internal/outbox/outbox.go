@@ -66,6 +66,11 @@ type Link struct {
 	// Seed marks a URL a user gave as a seed (at depth 0): it widens the
 	// receiver's scope, which a link does not.
 	Seed bool
+	// Redirects and OffScopeHops are the redirects in a row and the hops
+	// off the scope that led to the URL (frontier.Item's), 0..MaxHops,
+	// which the receiver's frontier bounds: a chain of hosts redirecting
+	// to one another spans nodes.
+	Redirects, OffScopeHops int
 }
 
 // Config configures an Outbox.
@@ -638,10 +643,19 @@ func queueKey(id string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
-// appendValue appends the queue value of l, which must be valid.
+// appendValue appends the queue value of l, which must be valid: its
+// tag, its URL and, if it has any, a zero byte (which no valid URL
+// holds) and its hop counts, so that values queued before the counts
+// existed read as having none.
 func appendValue(dst []byte, l Link) []byte {
 	dst = binary.AppendUvarint(dst, tag(l))
-	return append(dst, l.URL...)
+	dst = append(dst, l.URL...)
+	if hasHops(l) {
+		dst = append(dst, 0)
+		dst = binary.AppendUvarint(dst, uint64(l.Redirects))
+		dst = binary.AppendUvarint(dst, uint64(l.OffScopeHops))
+	}
+	return dst
 }
 
 // parseValue parses a queue value, checking it as a receiver would.
@@ -650,9 +664,18 @@ func parseValue(v []byte) (Link, error) {
 	if n <= 0 {
 		return Link{}, errors.New("malformed depth")
 	}
-	l := Link{URL: string(v[n:])}
+	u, hops, _ := bytes.Cut(v[n:], []byte{0})
+	l := Link{URL: string(u)}
 	if err := untag(t, &l); err != nil {
 		return Link{}, err
+	}
+	if hops != nil {
+		r, n := binary.Uvarint(hops)
+		o, m := binary.Uvarint(hops[max(n, 0):])
+		if n <= 0 || m <= 0 || n+m != len(hops) || r > MaxHops || o > MaxHops {
+			return Link{}, errors.New("malformed hop counts")
+		}
+		l.Redirects, l.OffScopeHops = int(r), int(o)
 	}
 	if why := validURL(l.URL); why != "" {
 		return Link{}, errors.New(why)

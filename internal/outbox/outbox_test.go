@@ -652,7 +652,7 @@ func TestHandlerRejects(t *testing.T) {
 		{"not zstd", "POST", ContentType, "zstd", []byte("http://x.example/\n"), 400},
 		{"not a batch", "POST", ContentType, "zstd", z([]byte("http://x.example/\n")), 400},
 		{"version 1", "POST", ContentType, "zstd", z([]byte("WGU\x01\x01\x00\x11http://x.example/")), 400},
-		{"version 3", "POST", ContentType, "zstd", z([]byte("WGU\x03\x00")), 400},
+		{"version 4", "POST", ContentType, "zstd", z([]byte("WGU\x04\x00")), 400},
 		{"control char", "POST", ContentType, "zstd", z(raw("http://x\x07/")), 400},
 		{"newline", "POST", ContentType, "zstd", z(raw("http://x/\n")), 400},
 		{"bad utf-8", "POST", ContentType, "zstd", z(raw("http://x/\xff")), 400},
@@ -817,10 +817,58 @@ func TestValue(t *testing.T) {
 		{URL: "http://x.example/a", Depth: 63},
 		{URL: "http://x.example/a", Depth: 64, Embed: true},
 		{URL: "http://x.example/" + strings.Repeat("a", MaxURLBytes-17), Depth: MaxDepth, Embed: true},
+		{URL: "http://x.example/r", Depth: 2, Embed: true, Redirects: 7},
+		{URL: "http://x.example/o", OffScopeHops: 2},
+		{URL: "http://x.example/m", Depth: 1, Redirects: MaxHops, OffScopeHops: MaxHops},
 	} {
 		got, err := parseValue(appendValue(nil, l))
 		if err != nil || got != l {
 			t.Errorf("value of %+v parses as %+v, %v", l, got, err)
+		}
+	}
+	// A value queued before hop counts existed has none; bad counts are
+	// refused.
+	if got, err := parseValue([]byte("\x05http://x.example/")); err != nil || got != (Link{URL: "http://x.example/", Depth: 1, Embed: true}) {
+		t.Errorf("a value without hop counts parses as %+v, %v", got, err)
+	}
+	for _, bad := range []string{"\x00http://x/\x00", "\x00http://x/\x00\x01", "\x00http://x/\x00\x01\x01\x01", "\x00http://x/\x00\x80\x02\x00"} {
+		if got, err := parseValue([]byte(bad)); err == nil {
+			t.Errorf("value %q parses as %+v", bad, got)
+		}
+	}
+}
+
+// Hop counts travel in a version 3 batch, and only when a link has them:
+// a batch without is version 2, which nodes that predate them read.
+func TestWireHopCounts(t *testing.T) {
+	dec := mustDecoder(t)
+	enc, _ := zstd.NewWriter(nil)
+	plain := []Link{{URL: "http://a.example/", Depth: 1}, {URL: "http://b.example/", Embed: true}}
+	p, _ := encodePayload(nil, slices.Clone(plain))
+	if p[3] != 2 {
+		t.Errorf("a batch without hop counts is version %d, want 2", p[3])
+	}
+	withHops := append(slices.Clone(plain), Link{URL: "http://c.example/", Depth: 2, Embed: true, Redirects: 4, OffScopeHops: 2})
+	// Copies of a URL travel with the fewest hops; a seed with none.
+	in := append(slices.Clone(withHops),
+		Link{URL: "http://c.example/", Depth: 3, Embed: true, Redirects: 9, OffScopeHops: 1},
+		Link{URL: "http://a.example/", Depth: 1, Redirects: 3},
+		Link{URL: "http://a.example/", Seed: true})
+	want := []Link{{URL: "http://a.example/", Seed: true}, plain[1], {URL: "http://c.example/", Depth: 2, Embed: true, Redirects: 4, OffScopeHops: 1}}
+	p, sent := encodePayload(nil, in)
+	if p[3] != versionHops || !slices.Equal(sent, want) {
+		t.Errorf("batch version %d kept %+v, want version %d and %+v", p[3], sent, versionHops, want)
+	}
+	got, err := decodeBatch(dec, enc.EncodeAll(p, nil))
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("decoded %+v, %v; want %+v", got, err, want)
+	}
+	for _, bad := range []string{
+		"WGU\x03\x01\x00\x09http://x/\x00\x01",         // a count missing
+		"WGU\x03\x01\x00\x09http://x/\x00\x80\x02\x00", // over MaxHops
+	} {
+		if got, err := decodeBatch(dec, enc.EncodeAll([]byte(bad), nil)); err == nil {
+			t.Errorf("batch %q decoded as %+v", bad, got)
 		}
 	}
 }
@@ -946,6 +994,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		{{URL: "http://a.example/"}},
 		{{URL: "http://a.example/", Depth: 3}, {URL: "http://a.example/b", Embed: true}, {URL: "https://b.example/?q=1", Depth: MaxDepth, Embed: true}},
 		links(50),
+		{{URL: "http://a.example/", Redirects: 2}, {URL: "http://c.example/", Depth: 1, Embed: true, OffScopeHops: MaxHops}},
 	}
 	for _, s := range seeds {
 		p, _ := encodePayload(nil, s)

@@ -17,10 +17,15 @@ import (
 // The wire format of a batch (POST /v1/urls) is a zstd frame whose content
 // is
 //
-//	"WGU" 0x02                                  magic and version
+//	"WGU" 0x02 or 0x03                          magic and version
 //	uvarint n                                   number of links
 //	n × (uvarint shared, uvarint len, bytes,    front-coded URL,
-//	     uvarint depth<<2 | seed<<1 | embed)    then its crawl context
+//	     uvarint depth<<2 | seed<<1 | embed,    then its crawl context,
+//	     [uvarint redirects, uvarint hops])     and in version 3 its hop counts
+//
+// A batch is sent as version 2 when none of its links has hop counts, so
+// that nodes which read only version 2 still take most batches; one that
+// needs version 3 waits in the queue for its receiver to be upgraded.
 //
 // The links are sorted by URL and their URLs are distinct; each URL is
 // written as the length of the prefix it shares with the previous one and
@@ -42,6 +47,9 @@ const (
 	// MaxDepth is the greatest Link.Depth a batch may carry, far beyond
 	// any depth limit a crawl would set.
 	MaxDepth = 1 << 20
+	// MaxHops is the greatest Link.Redirects and Link.OffScopeHops a batch
+	// may carry, far beyond the frontier's limits.
+	MaxHops = 255
 	// MaxDecodedBytes limits a batch's decompressed size, and the
 	// total length of its URLs.
 	MaxDecodedBytes = 64 << 20
@@ -50,6 +58,12 @@ const (
 )
 
 var magic = []byte{'W', 'G', 'U', 2}
+
+// versionHops is the version of a batch whose links carry hop counts.
+const versionHops = 3
+
+// hasHops reports whether l has hop counts to carry.
+func hasHops(l Link) bool { return l.Redirects != 0 || l.OffScopeHops != 0 }
 
 // errTooLarge marks a batch over one of the limits.
 var errTooLarge = errors.New("outbox: batch over the size limits")
@@ -81,6 +95,9 @@ func validLink(l Link) string {
 	}
 	if l.Seed && (l.Depth != 0 || l.Embed) {
 		return "a seed must be at depth 0 and not a requisite"
+	}
+	if l.Redirects < 0 || l.Redirects > MaxHops || l.OffScopeHops < 0 || l.OffScopeHops > MaxHops {
+		return fmt.Sprintf("hop counts %d, %d are outside 0..%d", l.Redirects, l.OffScopeHops, MaxHops)
 	}
 	return validURL(l.URL)
 }
@@ -114,7 +131,7 @@ func untag(t uint64, l *Link) error {
 // encodePayload front-codes links, which must be valid, into the
 // uncompressed content of a batch. It sorts links by URL in place, keeps
 // one link per URL, the shallowest, marked as an embed if any of its
-// copies is, and returns the links it kept.
+// copies is, with the fewest hops of them, and returns the links it kept.
 func encodePayload(dst []byte, links []Link) ([]byte, []Link) {
 	slices.SortFunc(links, func(a, b Link) int { return strings.Compare(a.URL, b.URL) })
 	kept := links[:0]
@@ -123,8 +140,11 @@ func encodePayload(dst []byte, links []Link) ([]byte, []Link) {
 			kept[k].Depth = min(kept[k].Depth, l.Depth)
 			kept[k].Embed = kept[k].Embed || l.Embed
 			kept[k].Seed = kept[k].Seed || l.Seed
+			kept[k].Redirects = min(kept[k].Redirects, l.Redirects)
+			kept[k].OffScopeHops = min(kept[k].OffScopeHops, l.OffScopeHops)
 			if kept[k].Seed {
 				kept[k].Depth, kept[k].Embed = 0, false
+				kept[k].Redirects, kept[k].OffScopeHops = 0, 0
 			}
 			continue
 		}
@@ -132,7 +152,11 @@ func encodePayload(dst []byte, links []Link) ([]byte, []Link) {
 	}
 	clear(links[len(kept):])
 	links = kept
+	hops := slices.ContainsFunc(links, hasHops)
 	dst = append(dst, magic...)
+	if hops {
+		dst[len(dst)-1] = versionHops
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(links)))
 	prev := ""
 	for _, l := range links {
@@ -145,6 +169,10 @@ func encodePayload(dst []byte, links []Link) ([]byte, []Link) {
 		dst = binary.AppendUvarint(dst, uint64(len(u)-n))
 		dst = append(dst, u[n:]...)
 		dst = binary.AppendUvarint(dst, tag(l))
+		if hops {
+			dst = binary.AppendUvarint(dst, uint64(l.Redirects))
+			dst = binary.AppendUvarint(dst, uint64(l.OffScopeHops))
+		}
 		prev = u
 	}
 	return dst, links
@@ -162,9 +190,10 @@ func decodePayload(r *bufio.Reader) ([]Link, error) {
 		}
 		return nil, errors.New("outbox: not a URL batch")
 	}
-	if head[3] != magic[3] {
-		return nil, fmt.Errorf("outbox: URL batch version %d is not supported (want %d, which carries each URL's depth and embed flag)", head[3], magic[3])
+	if head[3] != magic[3] && head[3] != versionHops {
+		return nil, fmt.Errorf("outbox: URL batch version %d is not supported (want %d or %d, which carry each URL's depth and embed flag)", head[3], magic[3], versionHops)
 	}
+	hops := head[3] == versionHops
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: URL batch: bad count: %w", err)
@@ -208,6 +237,20 @@ func decodePayload(r *bufio.Reader) ([]Link, error) {
 		l := Link{URL: string(cur)}
 		if err := untag(t, &l); err != nil {
 			return nil, fmt.Errorf("outbox: URL batch: URL %d: %w", i, err)
+		}
+		if hops {
+			redirects, err := binary.ReadUvarint(r)
+			if err != nil {
+				return nil, fmt.Errorf("outbox: URL batch: URL %d: bad redirect count: %w", i, err)
+			}
+			offScope, err := binary.ReadUvarint(r)
+			if err != nil {
+				return nil, fmt.Errorf("outbox: URL batch: URL %d: bad off-scope hop count: %w", i, err)
+			}
+			if redirects > MaxHops || offScope > MaxHops {
+				return nil, fmt.Errorf("outbox: URL batch: URL %d: hop counts %d, %d over %d", i, redirects, offScope, MaxHops)
+			}
+			l.Redirects, l.OffScopeHops = int(redirects), int(offScope)
 		}
 		if len(links) > 0 && links[len(links)-1].URL >= l.URL {
 			return nil, fmt.Errorf("outbox: URL batch: URL %d is out of order", i)
