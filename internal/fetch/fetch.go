@@ -555,10 +555,15 @@ const DefaultMaxHeaderBytes = 1 << 20
 // cap: a compression bomb, or simply too big to process.
 var ErrDecodedTooLarge = errors.New("decoded body too large")
 
+// maxCodings is the most content codings DecodeContent undoes: servers
+// send one, rarely two, and each coding is a decoder with its own window,
+// so a header listing thousands would cost gigabytes for a body of a byte.
+const maxCodings = 4
+
 // DecodeContent undoes the content codings ce (a Content-Encoding value) of
 // body, giving at most max bytes. When it cannot decode all of body it
-// returns what it decoded with an error; a coding it does not know leaves
-// body as it is.
+// returns what it decoded with an error; a coding it does not know, or
+// more than maxCodings of them, leaves body as it is.
 func DecodeContent(body []byte, ce string, max int64) ([]byte, error) {
 	return decodeContent(body, ce, max, nil, false)
 }
@@ -567,15 +572,21 @@ func DecodeContent(body []byte, ce string, max int64) ([]byte, error) {
 // putting them back, when it is not nil; whole says body is a complete
 // message, whose gzip trailer may size the output.
 func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool, whole bool) ([]byte, error) {
-	ce = strings.ToLower(strings.TrimSpace(ce))
-	if ce == "" || ce == "identity" || len(body) == 0 {
+	if len(body) == 0 {
 		return body, nil
 	}
+	codings, err := contentCodings(ce)
+	if err != nil {
+		return body, err
+	}
+	if len(codings) == 0 {
+		return body, nil
+	}
+	ce = strings.Join(codings, ", ") // for errors: what is decoded, not the header as sent
 	var r io.Reader = bytes.NewReader(body)
-	codings := strings.Split(ce, ",")
 	for i := len(codings) - 1; i >= 0; i-- {
 		var err error
-		switch strings.TrimSpace(codings[i]) {
+		switch codings[i] {
 		case "gzip", "x-gzip":
 			var release func()
 			r, release, err = gzipReader(gzips, r)
@@ -591,9 +602,6 @@ func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool, whole bo
 				defer d.Close()
 			}
 			r = d
-		case "identity", "":
-		default:
-			return body, fmt.Errorf("unknown content-encoding %q", codings[i])
 		}
 		if err != nil {
 			return body, fmt.Errorf("content-encoding %s: %w", codings[i], err)
@@ -617,6 +625,40 @@ func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool, whole bo
 		return out.Bytes(), fmt.Errorf("content-encoding %s: %w", ce, err)
 	}
 	return out.Bytes(), nil
+}
+
+// contentCodings lists the codings of a Content-Encoding value in the
+// order applied, lower-cased and without "identity", which changes
+// nothing. It refuses a coding it does not know and more than maxCodings,
+// quoting at most the start of the header.
+func contentCodings(ce string) ([]string, error) {
+	var codings []string
+	for rest := ce; rest != ""; {
+		var c string
+		c, rest, _ = strings.Cut(rest, ",")
+		c = strings.TrimSpace(c)
+		if c == "" || strings.EqualFold(c, "identity") {
+			continue
+		}
+		switch c = strings.ToLower(c); c {
+		case "gzip", "x-gzip", "br", "deflate", "zstd":
+		default:
+			return nil, fmt.Errorf("unknown content-encoding %q", clip(c, 64))
+		}
+		if len(codings) == maxCodings {
+			return nil, fmt.Errorf("content-encoding %q: more than %d codings", clip(ce, 64), maxCodings)
+		}
+		codings = append(codings, c)
+	}
+	return codings, nil
+}
+
+// clip cuts s to at most n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // gzipReader reads r's gzip stream through a reader from pool (a new one

@@ -454,3 +454,43 @@ func TestDecodeReusesReaders(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeRefusesCodingChains: a Content-Encoding listing a coding
+// thousands of times, with a body of a byte, is refused before any decoder
+// is built (each costs its window: gigabytes in all), with an error that
+// does not repeat the header; "identity" is no coding and does not count.
+func TestDecodeRefusesCodingChains(t *testing.T) {
+	for _, c := range []string{"deflate", "gzip", "br", "zstd"} {
+		ce := strings.Repeat(c+", ", 1000) + c
+		out, err := DecodeContent([]byte("x"), ce, 1<<20)
+		if err == nil || !strings.Contains(err.Error(), "more than 4 codings") || len(err.Error()) > 200 || string(out) != "x" {
+			t.Errorf("%s ×1001: %q, error %.300v", c, out, err)
+		}
+	}
+	if _, err := DecodeContent([]byte("x"), strings.Repeat("x", 10000), 1<<20); err == nil || len(err.Error()) > 200 {
+		t.Errorf("a long unknown coding: error %.300v", err)
+	}
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	four := gz(gz(gz(gz([]byte("page")))))
+	ce := "gzip, Identity," + strings.Repeat(" identity,", 1000) + " gzip, x-gzip, GZIP, identity"
+	if out, err := DecodeContent(four, ce, 1<<20); err != nil || string(out) != "page" {
+		t.Errorf("four gzips among identities: %q, %v", out, err)
+	}
+
+	// The crawler keeps such a response as received, with the error.
+	resp := "HTTP/1.1 200 OK\r\nContent-Encoding: " + strings.Repeat("deflate,", 2000) + "deflate\r\nContent-Length: 1\r\n\r\nx"
+	base, _ := rawServer(t, resp, true)
+	r, err := newFetcher(t, Config{}).Fetch(context.Background(), Request{URL: base + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Raw) != resp || string(r.Body) != "x" || r.DecodeError == nil || len(r.DecodeError.Error()) > 200 {
+		t.Errorf("raw %d bytes, body %q, decode error %.300v", len(r.Raw), r.Body, r.DecodeError)
+	}
+}
