@@ -584,7 +584,13 @@ func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool, whole bo
 	}
 	ce = strings.Join(codings, ", ") // for errors: what is decoded, not the header as sent
 	var r io.Reader = bytes.NewReader(body)
+	var inner []*errorKeeper // the output of each decoder under another, innermost first
 	for i := len(codings) - 1; i >= 0; i-- {
+		if i < len(codings)-1 {
+			k := &errorKeeper{r: r}
+			inner = append(inner, k)
+			r = k
+		}
 		var err error
 		switch codings[i] {
 		case "gzip", "x-gzip":
@@ -617,6 +623,17 @@ func decodeContent(body []byte, ce string, max int64, gzips *sync.Pool, whole bo
 		out.Grow(int(min(size, max, 64*int64(len(body)))) + 1)
 	}
 	n, err := io.Copy(&out, io.LimitReader(r, max+1))
+	if err == nil && n <= max && len(inner) > 0 {
+		// The coding undone last can end before the output of the one
+		// under it does: a cut or damage there is met only reading on.
+		_, err = io.Copy(io.Discard, io.LimitReader(inner[len(inner)-1], max))
+	}
+	for _, k := range inner {
+		if err != nil {
+			break
+		}
+		err = k.err
+	}
 	switch {
 	case n > max:
 		out.Truncate(int(max))
@@ -651,6 +668,23 @@ func contentCodings(ce string) ([]string, error) {
 		codings = append(codings, c)
 	}
 	return codings, nil
+}
+
+// errorKeeper remembers the first error other than io.EOF read from r. A
+// decoder reading another's output may take that decoder's failure for the
+// end of its input (zstd does: a stream of no frames is a valid one), and
+// so hide it.
+type errorKeeper struct {
+	r   io.Reader
+	err error
+}
+
+func (k *errorKeeper) Read(p []byte) (int, error) {
+	n, err := k.r.Read(p)
+	if err != nil && err != io.EOF && k.err == nil {
+		k.err = err
+	}
+	return n, err
 }
 
 // clip cuts s to at most n bytes, marking the cut.

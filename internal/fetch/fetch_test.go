@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
 )
 
 func newFetcher(t testing.TB, cfg Config) *Fetcher {
@@ -492,5 +494,52 @@ func TestDecodeRefusesCodingChains(t *testing.T) {
 	}
 	if string(r.Raw) != resp || string(r.Body) != "x" || r.DecodeError == nil || len(r.DecodeError.Error()) > 200 {
 		t.Errorf("raw %d bytes, body %q, decode error %.300v", len(r.Raw), r.Body, r.DecodeError)
+	}
+}
+
+// TestDecodeReportsInnerFailures: when a decoder under another fails, the
+// failure is reported, though the decoder above may take it for the end of
+// its input (zstd reading a failed zstd decoder's output saw an empty
+// stream: an empty body and no error) or end its own stream before
+// reading that far (a gzip body cut in its trailer, under deflate).
+func TestDecodeReportsInnerFailures(t *testing.T) {
+	encoders := map[string]func(io.Writer) io.WriteCloser{
+		"gzip":    func(w io.Writer) io.WriteCloser { return gzip.NewWriter(w) },
+		"br":      func(w io.Writer) io.WriteCloser { return brotli.NewWriter(w) },
+		"deflate": func(w io.Writer) io.WriteCloser { return zlib.NewWriter(w) },
+		"zstd": func(w io.Writer) io.WriteCloser {
+			zw, _ := zstd.NewWriter(w)
+			return zw
+		},
+	}
+	encode := func(b []byte, coding string) []byte {
+		var buf bytes.Buffer
+		w := encoders[coding](&buf)
+		w.Write(b)
+		w.Close()
+		return buf.Bytes()
+	}
+	page := bytes.Repeat([]byte("<p><a href=/x>hello</a></p>\n"), 200)
+	once := encode(page, "zstd")
+	if out, err := DecodeContent(once[:len(once)-5], "zstd, zstd", 1<<20); err == nil {
+		t.Errorf("zstd, zstd over a cut zstd stream: %d bytes, no error", len(out))
+	}
+	for inner := range encoders {
+		for outer := range encoders {
+			ce := inner + ", " + outer
+			body := encode(encode(page, inner), outer)
+			if out, err := DecodeContent(body, ce, 1<<20); err != nil || !bytes.Equal(out, page) {
+				t.Errorf("%s: %d bytes, %v", ce, len(out), err)
+			}
+			for _, cut := range []int{1, 5, len(body) / 2} {
+				if out, err := DecodeContent(body[:len(body)-cut], ce, 1<<20); err == nil {
+					t.Errorf("%s cut by %d bytes: %d bytes, no error", ce, cut, len(out))
+				}
+			}
+			// Coded once, declared twice: the inner decoder fails at once.
+			if out, err := DecodeContent(encode(page, outer), ce, 1<<20); err == nil {
+				t.Errorf("%s over one %s coding: %d bytes, no error", ce, outer, len(out))
+			}
+		}
 	}
 }
