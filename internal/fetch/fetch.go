@@ -23,6 +23,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"os"
@@ -52,7 +53,7 @@ type Config struct {
 	ConnectTimeout  time.Duration // default 10s
 	ReadTimeout     time.Duration // longest silence while reading (default 30s)
 	TotalTimeout    time.Duration // whole request (default 2m)
-	MaxBodySize     int64         // body bytes kept (default 50 MiB); the rest is cut, Truncated "length"
+	MaxBodySize     int64         // body bytes kept as sent, chunked framing included (default 50 MiB); the rest is cut, Truncated "length"
 	MaxDecodedSize  int64         // cap when content-decoding for extraction (default 64 MiB)
 	MaxHeaderBytes  int           // default DefaultMaxHeaderBytes
 	MaxConnsPerHost int           // idle connections kept per host (default 2)
@@ -73,7 +74,7 @@ type Request struct {
 type Response struct {
 	URL         string
 	RawRequest  []byte // the request in origin-form (also when sent to a proxy in absolute-form)
-	Raw         []byte // the response as received, up to MaxBodySize body bytes
+	Raw         []byte // the response as received, up to MaxBodySize bytes of body as sent
 	StatusCode  int
 	Header      http.Header
 	Body        []byte // payload, de-chunked and content-decoded, bounded by MaxDecodedSize
@@ -414,20 +415,21 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 		}
 		return nil, fmt.Errorf("reading response: %w", err)
 	}
-	c.rec.limit = -1
 	resp := &Response{RawRequest: raw, StatusCode: hresp.StatusCode, Header: hresp.Header, IP: c.ip, Protocol: "HTTP/1.1"}
 	var bodyLen int64
+	var consumed int
 	if len(hresp.TransferEncoding) == 0 {
 		// Not chunked: the body is the last bytes read, and is taken from
 		// the raw response below rather than copied.
+		c.rec.limit = -1
 		bodyLen, resp.Truncated = countBody(ctx, hresp.Body, f.cfg.MaxBodySize)
+		consumed = c.consumed()
 	} else {
-		resp.Body, resp.Truncated = readBody(ctx, hresp.Body, f.cfg.MaxBodySize)
+		resp.Body, consumed, resp.Truncated = c.readChunked(ctx, hresp.Body, int(f.cfg.MaxBodySize))
 	}
 	if resp.Truncated == "" {
 		hresp.Body.Close()
 	} // else the connection is closed unread: closing the body would read the rest of it, into Raw
-	consumed := len(c.rec.buf) - c.br.Buffered()
 	resp.Raw = c.rec.buf[:consumed:consumed]
 	if bodyLen > 0 {
 		// A cut body ends at the cap in Raw too: the byte past it, read
@@ -463,6 +465,36 @@ func poolKeyFor(f *Fetcher, u *url.URL, key string) (string, int) {
 	return key, f.cfg.MaxConnsPerHost
 }
 
+// consumed is how many of the bytes recorded the response parser has taken.
+func (c *conn) consumed() int {
+	return len(c.rec.buf) - c.br.Buffered()
+}
+
+// readChunked reads a chunked body whose raw bytes, framing included, are
+// held to max, as a body with a Content-Length is, so that a record holds
+// at most that many bytes of body however it was sent (1-byte chunks take
+// 6 bytes each on the wire). It returns the body, where the raw response
+// ends (after the last byte read: a cut chunk is a truncated message), and
+// why it stopped early, as readBody does.
+func (c *conn) readChunked(ctx context.Context, body io.Reader, max int) ([]byte, int, string) {
+	start := c.consumed()
+	c.rec.limit = start + max
+	var buf bytes.Buffer
+	_, err := io.Copy(&buf, body)
+	end := c.consumed()
+	switch {
+	case end > start+max:
+		// More than max bytes were read ahead with the header, before the
+		// recorder's limit: cut there, and take the body from what is kept.
+		end = start + max
+		payload, _ := io.ReadAll(httputil.NewChunkedReader(bytes.NewReader(c.rec.buf[start:end])))
+		return payload, end, "length"
+	case c.rec.over:
+		return buf.Bytes(), end, "length"
+	}
+	return buf.Bytes(), end, readFailure(ctx, err)
+}
+
 // readBody reads a de-chunked body up to max bytes and says why it stopped early.
 func readBody(ctx context.Context, r io.Reader, max int64) ([]byte, string) {
 	var buf bytes.Buffer
@@ -483,9 +515,16 @@ func countBody(ctx context.Context, r io.Reader, max int64) (int64, string) {
 // stopReason says why reading n bytes of a body capped at max stopped
 // early (WARC-Truncated), or "".
 func stopReason(ctx context.Context, n, max int64, err error) string {
-	switch {
-	case n > max:
+	if n > max {
 		return "length"
+	}
+	return readFailure(ctx, err)
+}
+
+// readFailure says what cut short a read that ended with err: "" (nothing),
+// "time" or "disconnect".
+func readFailure(ctx context.Context, err error) string {
+	switch {
 	case err == nil:
 		return ""
 	case ctx.Err() != nil || isTimeout(err):
@@ -737,9 +776,9 @@ func deflateReader(r io.Reader) io.Reader {
 type recorder struct {
 	r        net.Conn
 	buf      []byte
-	n        int // bytes read for the current response
-	limit    int // header byte budget; -1 once headers are parsed
-	over     bool
+	n        int  // bytes read for the current response
+	limit    int  // bytes the current response may read (its header, or header and chunked body); -1: any
+	over     bool // the limit was met
 	idle     time.Duration
 	deadline time.Time
 }
@@ -749,9 +788,12 @@ func (r *recorder) start(nc net.Conn, idle time.Duration, deadline time.Time, he
 }
 
 func (r *recorder) Read(p []byte) (int, error) {
-	if r.limit >= 0 && r.n >= r.limit {
-		r.over = true
-		return 0, errors.New("header limit")
+	if r.limit >= 0 {
+		if r.n >= r.limit {
+			r.over = true
+			return 0, errors.New("read limit")
+		}
+		p = p[:min(len(p), r.limit-r.n)]
 	}
 	d := time.Now().Add(r.idle)
 	if !r.deadline.IsZero() && r.deadline.Before(d) {
