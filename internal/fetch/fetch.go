@@ -158,12 +158,25 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("192.0.0.0/24"),
 	netip.MustParsePrefix("198.18.0.0/15"),
 	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64 (RFC 8215)
+	netip.MustParsePrefix("::/96"),          // IPv4-compatible, deprecated (RFC 4291)
+	netip.MustParsePrefix("fec0::/10"),      // site-local, deprecated (RFC 3879)
+	netip.MustParsePrefix("2001:db8::/32"),  // documentation
 }
+
+// Prefixes whose addresses carry the IPv4 address that a packet to them
+// reaches: NAT64 (RFC 6052) and IPv4-translated (RFC 2765) in their last
+// 32 bits, 6to4 (RFC 3056) in the 32 after the prefix.
+var (
+	nat64          = netip.MustParsePrefix("64:ff9b::/96")
+	ipv4Translated = netip.MustParsePrefix("::ffff:0:0:0/96")
+	sixToFour      = netip.MustParsePrefix("2002::/16")
+)
 
 // Forbidden reports whether ip is not a public unicast address: loopback,
 // private (RFC 1918, fc00::/7), carrier-grade NAT, link-local (including the
-// cloud metadata address 169.254.169.254), unspecified, multicast, reserved.
+// cloud metadata address 169.254.169.254), unspecified, multicast, reserved,
+// or an IPv6 address that carries such an IPv4 address.
 func Forbidden(ip netip.Addr) bool {
 	ip = ip.Unmap()
 	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
@@ -174,6 +187,13 @@ func Forbidden(ip netip.Addr) bool {
 		if p.Contains(ip) {
 			return true
 		}
+	}
+	b := ip.As16()
+	switch {
+	case nat64.Contains(ip), ipv4Translated.Contains(ip):
+		return Forbidden(netip.AddrFrom4([4]byte(b[12:])))
+	case sixToFour.Contains(ip):
+		return Forbidden(netip.AddrFrom4([4]byte(b[2:6])))
 	}
 	return false
 }
@@ -202,8 +222,9 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Response, error) {
 		return nil, fmt.Errorf("fetch: bad URL %q", req.URL)
 	}
 	if f.cfg.Proxy != nil && !f.cfg.AllowPrivate {
-		// The proxy resolves names; refuse what is plainly local here.
-		h := strings.ToLower(u.Hostname())
+		// The proxy resolves names; refuse what is plainly local here
+		// (a name with its trailing root dot is the same name).
+		h := strings.TrimRight(strings.ToLower(u.Hostname()), ".")
 		if h == "localhost" || strings.HasSuffix(h, ".localhost") {
 			return nil, fmt.Errorf("%w: %s", ErrForbiddenAddress, h)
 		}

@@ -121,19 +121,28 @@ func TestServerClosedIdleConnection(t *testing.T) {
 func TestRefusesPrivateAddresses(t *testing.T) {
 	f, _ := New(Config{UserAgent: "x", ConnectTimeout: time.Second})
 	for _, u := range []string{"http://127.0.0.1:1/", "http://[::1]:1/", "http://10.0.0.1/", "http://169.254.169.254/latest/meta-data/",
-		"http://[::ffff:127.0.0.1]:1/", "http://localhost:1/", "http://192.168.1.1/", "http://100.64.0.1/", "http://0.0.0.0:1/"} {
+		"http://[::ffff:127.0.0.1]:1/", "http://localhost:1/", "http://192.168.1.1/", "http://100.64.0.1/", "http://0.0.0.0:1/",
+		"http://[::7f00:1]:1/", "http://[64:ff9b::7f00:1]:1/", "http://[2002:7f00:1::1]:1/"} {
 		if _, err := f.Fetch(context.Background(), Request{URL: u}); !errors.Is(err, ErrForbiddenAddress) {
 			t.Errorf("%s: %v, want ErrForbiddenAddress", u, err)
 		}
 	}
 	// Through a proxy, names resolve there; plainly local targets are still refused here.
 	pf, _ := New(Config{UserAgent: "x", Proxy: &url.URL{Scheme: "http", Host: "127.0.0.1:1"}})
-	for _, u := range []string{"http://localhost/", "http://127.0.0.1/", "http://foo.localhost/", "http://[::1]/"} {
+	for _, u := range []string{"http://localhost/", "http://127.0.0.1/", "http://foo.localhost/", "http://[::1]/",
+		"http://localhost./", "http://LOCALHOST.:8080/", "http://foo.localhost./", "http://[64:ff9b::a00:1]/"} {
 		if _, err := pf.Fetch(context.Background(), Request{URL: u}); !errors.Is(err, ErrForbiddenAddress) {
 			t.Errorf("via proxy %s: %v, want ErrForbiddenAddress", u, err)
 		}
 	}
-	for _, ip := range []string{"8.8.8.8", "2606:4700::1"} {
+	// IPv6 addresses that carry a private or loopback IPv4 address reach it.
+	for _, ip := range []string{"::7f00:1", "::a00:1", "64:ff9b::a00:1", "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe",
+		"2002:a00:1::1", "2002:7f00:1::1", "::ffff:0:7f00:1", "64:ff9b:1::808:808", "fec0::1", "2001:db8::1"} {
+		if !Forbidden(netip.MustParseAddr(ip)) {
+			t.Errorf("%s allowed", ip)
+		}
+	}
+	for _, ip := range []string{"8.8.8.8", "2606:4700::1", "64:ff9b::808:808", "2002:808:808::1"} {
 		if Forbidden(netip.MustParseAddr(ip)) {
 			t.Errorf("%s refused", ip)
 		}
