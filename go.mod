@@ -12,7 +12,6 @@ require (
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/klauspost/compress v1.20.3
 	github.com/nlnwa/whatwg-url v0.6.2
-	github.com/temoto/robotstxt v1.1.2
 	golang.org/x/net v0.62.0
 	golang.org/x/term v0.47.0
 	golang.org/x/text v0.43.0

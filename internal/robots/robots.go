@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/temoto/robotstxt"
 )
 
 // FetchFunc fetches one URL without following a redirect: it returns the
@@ -51,9 +50,9 @@ type Cache struct {
 }
 
 type entry struct {
-	ready   chan struct{}    // closed when data is set
-	filled  bool             // set before ready closes, unless the fetch was abandoned
-	group   *robotstxt.Group // the rules for our user agent, found once
+	ready   chan struct{} // closed when data is set
+	filled  bool          // set before ready closes, unless the fetch was abandoned
+	group   *group        // the rules for our user agent, found once
 	status  int
 	err     error // fetch error behind an unreachable robots.txt
 	expires time.Time
@@ -110,7 +109,7 @@ func (c *Cache) Check(ctx context.Context, rawURL string) (Decision, error) {
 		path += "?" + u.RawQuery
 	}
 	g := e.group
-	d := Decision{Allowed: g.Test(path), CrawlDelay: g.CrawlDelay}
+	d := Decision{Allowed: g.allowed(path), CrawlDelay: g.crawlDelay}
 	if !d.Allowed {
 		d.Reason = "disallowed by robots.txt"
 	}
@@ -321,12 +320,8 @@ func (e *entry) set(status int, body []byte, expires time.Time, maxSize int, use
 	}
 	e.status, e.expires, e.filled = status, expires, true
 	if status >= 200 && status < 300 {
-		data, err := robotstxt.FromBytes(body)
-		if err != nil {
-			// Unparsable lines are ignored (RFC 9309 §2.2); a file that is all garbage has no rules.
-			data, _ = robotstxt.FromString("")
-		}
-		e.group = data.FindGroup(userAgent)
+		// Unparsable lines are ignored (RFC 9309 §2.2); a file that is all garbage has no rules.
+		e.group = parseGroup(body, userAgent)
 	}
 	close(e.ready)
 }

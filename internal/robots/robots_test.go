@@ -43,6 +43,7 @@ Disallow: /private/
 Allow: /private/public/
 Disallow: /*.pdf$
 Disallow: /search?
+Disallow: /foo*bar
 
 User-Agent: WAGGLE
 Disallow: /nowaggle
@@ -70,6 +71,8 @@ Crawl-delay: 2
 		"http://a.test/doc.pdf?x":        true,
 		"http://a.test/search?q=1":       false,
 		"http://a.test/search":           true,
+		"http://a.test/foo/bar":          false,
+		"http://a.test/x/foo/bar":        true, // rules match from the path's start
 	} {
 		if d := check(t, other, u); d.Allowed != want {
 			t.Errorf("otherbot %s: %v, want %v", u, d.Allowed, want)

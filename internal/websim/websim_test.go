@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/temoto/robotstxt"
+	"github.com/waggle-archive/waggle/internal/robots"
 	"golang.org/x/net/html"
 )
 
@@ -255,19 +255,20 @@ func TestEveryLinkResolves(t *testing.T) {
 	t.Logf("references seen: %v", seen)
 }
 
-// robotsFor fetches and parses a host's robots.txt, following redirects.
-func robotsFor(t *testing.T, w *Web, host string) *robotstxt.RobotsData {
-	t.Helper()
-	status, final, _, _ := outcome(t, w, "http://"+host+"/robots.txt")
-	var body []byte
-	if status == 200 {
-		body = get(w, final).Body.Bytes()
+// robotsFetch serves w's robots.txt files to a robots.Cache, which
+// follows their redirects itself.
+func robotsFetch(w *Web) robots.FetchFunc {
+	return func(_ context.Context, u string) (int, []byte, string, error) {
+		rec := get(w, u)
+		loc := ""
+		if l := rec.Header().Get("Location"); l != "" {
+			base, _ := url.Parse(u)
+			if next, err := base.Parse(l); err == nil {
+				loc = next.String()
+			}
+		}
+		return rec.Code, rec.Body.Bytes(), loc, nil
 	}
-	r, err := robotstxt.FromStatusAndBytes(status, body)
-	if err != nil {
-		t.Fatalf("%s robots.txt: %v", host, err)
-	}
-	return r
 }
 
 // canonical is what a careful crawler does to a URL before queueing it: it
@@ -287,14 +288,13 @@ func canonical(u *url.URL) string {
 // allows, and that robots.txt did keep it out of some linked pages.
 func TestPagesReachableFromSeeds(t *testing.T) {
 	w := New(Config{Seed: 3, Hosts: 60, Pages: 900, SlowDelay: time.Millisecond})
-	robots := map[string]*robotstxt.RobotsData{}
+	rules := robots.New(robotsFetch(w), robots.Options{UserAgent: "waggle"})
 	allowed := func(u *url.URL) bool {
-		r := robots[u.Host]
-		if r == nil {
-			r = robotsFor(t, w, u.Host)
-			robots[u.Host] = r
+		d, err := rules.Check(context.Background(), u.String())
+		if err != nil {
+			t.Fatal(err)
 		}
-		return r.TestAgent(u.EscapedPath(), "waggle")
+		return d.Allowed
 	}
 	budget := map[string]int{}
 	for _, h := range w.hosts {
