@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,6 +140,9 @@ type peerState struct {
 	sender bool          // a sender goroutine runs for this peer
 	poke   chan struct{} // wakes that goroutine
 	flush  bool          // send without waiting for a full batch, until the queue is empty
+	// plainUntil is set when the peer refused a batch with hop counts
+	// (version 3; it predates them): until then its batches go without.
+	plainUntil time.Time
 }
 
 // Open opens the outbox kept in cfg.DB and resumes the queues found there.
@@ -560,9 +564,29 @@ func (o *Outbox) sendBatch(ctx context.Context, p *peerState, pending int) error
 	for _, l := range links {
 		text += len(l.URL)
 	}
+	o.mu.Lock()
+	plain := time.Now().Before(p.plainUntil)
+	o.mu.Unlock()
+	if plain {
+		links = withoutHops(links)
+	}
 	payload, sent := encodePayload(nil, links)
 	body := o.enc.EncodeAll(payload, nil)
-	if err := o.post(ctx, addr, p.id, body); err != nil {
+	err = o.post(ctx, addr, p.id, body)
+	if errors.Is(err, errRefused) && payload[3] == versionHops {
+		// A peer that predates hop counts refuses version 3 (400): it
+		// gets the URLs without them, its trap limits counting afresh,
+		// rather than none at all. It is asked again after a while, in
+		// case it was upgraded.
+		o.mu.Lock()
+		p.plainUntil = time.Now().Add(plainFor)
+		o.mu.Unlock()
+		o.log.Warn("outbox: peer refused URLs with hop counts (an older version?); sending them without", "peer", p.id, "err", err)
+		payload, sent = encodePayload(nil, withoutHops(sent))
+		body = o.enc.EncodeAll(payload, nil)
+		err = o.post(ctx, addr, p.id, body)
+	}
+	if err != nil {
 		return err
 	}
 	db := o.cfg.DB.NewBatch()
@@ -629,10 +653,29 @@ func (o *Outbox) post(ctx context.Context, addr, id string, body []byte) error {
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode/100 != 2 {
+	switch {
+	case resp.StatusCode == http.StatusBadRequest:
+		return fmt.Errorf("%w: peer %s answered %s: %q", errRefused, addr, resp.Status, strings.TrimSpace(string(msg)))
+	case resp.StatusCode/100 != 2:
 		return fmt.Errorf("outbox: peer %s answered %s: %q", addr, resp.Status, strings.TrimSpace(string(msg)))
 	}
 	return nil
+}
+
+// errRefused is a batch the peer answered 400: one it cannot read.
+var errRefused = errors.New("outbox: batch refused")
+
+// plainFor is how long a peer that refused hop counts gets batches
+// without them before it is asked again.
+const plainFor = 10 * time.Minute
+
+// withoutHops returns a copy of links with no hop counts.
+func withoutHops(links []Link) []Link {
+	plain := slices.Clone(links)
+	for i := range plain {
+		plain[i].Redirects, plain[i].OffScopeHops = 0, 0
+	}
+	return plain
 }
 
 func queueKey(id string, seq uint64) []byte {

@@ -1062,3 +1062,51 @@ func TestForwardIgnoresRecent(t *testing.T) {
 	}
 	s.close(t)
 }
+
+// A peer that predates hop counts refuses version 3 batches: it gets every
+// URL without the counts instead of none, and a peer that reads them gets
+// them with.
+func TestOlderPeerGetsURLsWithoutHopCounts(t *testing.T) {
+	n := newNet(t)
+	rcv := newReceiver()
+	current := Handler(rcv.accept)
+	dec := mustDecoder(t)
+	var mu sync.Mutex
+	refused := 0
+	older := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if p, err := dec.DecodeAll(body, nil); err == nil && len(p) > 3 && p[3] != 2 {
+			mu.Lock()
+			refused++
+			mu.Unlock()
+			http.Error(w, "outbox: URL batch version 3 is not supported (want 2)", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		current.ServeHTTP(w, r)
+	})
+	addr, _ := serve(t, n.b, older)
+	res := &resolver{addrs: map[string]string{n.b.ID(): addr}}
+	s := newSender(t, n.a, t.TempDir(), res, Config{BatchSize: 100})
+	urls := links(1000)
+	for i := range urls {
+		if i%10 == 0 {
+			urls[i].Redirects, urls[i].OffScopeHops = 1, 2
+		}
+	}
+	s.run(t)
+	s.add(t, n.b.ID(), urls)
+	rcv.waitFor(t, len(urls))
+	s.drained(t, n.b.ID())
+	s.close(t)
+	plain := slices.Clone(urls)
+	for i := range plain {
+		plain[i].Redirects, plain[i].OffScopeHops = 0, 0
+	}
+	rcv.check(t, plain, n.a.ID())
+	mu.Lock()
+	defer mu.Unlock()
+	if refused != 1 {
+		t.Errorf("the older peer refused %d batches, want only the first: the sender should remember", refused)
+	}
+}
