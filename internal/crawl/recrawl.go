@@ -120,7 +120,8 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 	if !had {
 		// The first URL of a key names it for its revisits: usually the
 		// one without a session ID, which replay lists the page under.
-		e = recrawl.Entry{Key: key, URL: u, Depth: r.lease.Depth, Embed: r.lease.Embed}
+		e = recrawl.Entry{Key: key, URL: u, Depth: r.lease.Depth, Embed: r.lease.Embed,
+			Redirects: r.lease.Redirects, OffScopeHops: r.lease.OffScopeHops}
 	}
 	switch {
 	case cp == nil && had:
@@ -241,7 +242,8 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 				if err := recrawl.Take(b, e); err != nil {
 					return err
 				}
-				items = append(items, frontier.Item{URL: e.URL, Host: urlkey.Host(e.URL), Depth: e.Depth, Embed: e.Embed})
+				items = append(items, frontier.Item{URL: e.URL, Host: urlkey.Host(e.URL), Depth: e.Depth, Embed: e.Embed,
+					Redirects: e.Redirects, OffScopeHops: e.OffScopeHops})
 			}
 			n = len(items)
 			return c.front.Requeue(b, items)

@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -607,5 +609,56 @@ func TestRecrawlOfImportIsConditional(t *testing.T) {
 	}
 	if got := asked["/dated"]; len(got) != 1 || got[0] != "|Tue, 03 Nov 2026 10:00:00 GMT" {
 		t.Errorf("dated page asked with %q, want its Last-Modified", got)
+	}
+}
+
+// A trap chain of hosts that name a fresh URL on every visit (a redirect
+// with a cache-busting token, an import of a new stylesheet) stays within
+// the hop limits through re-crawls: a revisit is queued with the hops that
+// first led to its URL, not afresh at 0.
+func TestChainsStayBoundedThroughRecrawls(t *testing.T) {
+	var visit atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, path := r.URL.Hostname(), r.URL.Path
+		v := visit.Add(1)
+		var n int
+		is := func(format string) bool { _, err := fmt.Sscanf(host, format, &n); return err == nil }
+		switch {
+		case path == "/robots.txt":
+			http.NotFound(w, r)
+		case host == "seed.test":
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, `<html><body><img src="http://r0.trap.test/i.png">
+<link rel=stylesheet href="http://c0.trap.test/s.css"></body></html>`)
+		case is("r%d.trap.test"):
+			w.Header().Set("Location", fmt.Sprintf("http://r%d.trap.test/i%d.png", n+1, v))
+			w.WriteHeader(http.StatusFound)
+			fmt.Fprintf(w, "moved, visit %d", v) // a payload that changes
+		case is("c%d.trap.test"):
+			w.Header().Set("Content-Type", "text/css")
+			fmt.Fprintf(w, "@import url(http://c%d.trap.test/s%d.css);", n+1, v)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer proxy.Close()
+	cfg := testConfig(t, proxy.URL, "http://seed.test/")
+	cfg.Scope = ScopeHost
+	cfg.MaxDepth = 1
+	runCrawl(t, cfg)
+	all := cfg
+	all.RecrawlAll = true
+	for range 3 {
+		runCrawl(t, all)
+	}
+	within := map[string]bool{"seed.test": true}
+	for i := range 3 {
+		within[fmt.Sprintf("r%d.trap.test", i)] = true
+		within[fmt.Sprintf("c%d.trap.test", i)] = true
+	}
+	for u := range archived(t, cfg.Data) {
+		if h := urlkey.Host(u); !within[h] {
+			t.Errorf("after three re-crawls, %s was archived: more than 3 hops off the scope", u)
+		}
 	}
 }

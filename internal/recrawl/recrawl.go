@@ -54,6 +54,11 @@ type Entry struct {
 	URL   string // the URL last visited
 	Depth int    // hops from a seed, as first queued
 	Embed bool   // a page requisite
+	// Redirects and OffScopeHops are the frontier item's, as first
+	// queued: a revisit is queued with them, so that a chain of trap
+	// hosts naming fresh URLs on each visit does not start its count
+	// afresh at every re-crawl.
+	Redirects, OffScopeHops int
 
 	State schedule.State
 	// Due is when the URL is to be visited next; zero while it is queued
@@ -329,6 +334,16 @@ const entryVersion = 1
 // maxDepth bounds the depth of a stored entry, far beyond any crawl's.
 const maxDepth = 1 << 16
 
+// maxHops bounds a stored entry's hop counts, far beyond the frontier's
+// limits.
+const maxHops = 255
+
+// Bits of an entry's flags byte.
+const (
+	flagEmbed = 1 << iota
+	flagHops  // the hop counts follow the flags
+)
+
 func encodeEntry(e Entry) []byte {
 	state, _ := e.State.MarshalBinary() // cannot fail
 	b := make([]byte, 0, 64+len(e.URL)+len(state)+len(e.ETag)+len(e.LastModified)+len(e.Digest)+len(e.Payload.URL)+len(e.Payload.RecordID)+8*len(e.Links))
@@ -338,9 +353,17 @@ func encodeEntry(e Entry) []byte {
 	b = binary.AppendUvarint(b, uint64(min(max(e.Depth, 0), maxDepth)))
 	flags := byte(0)
 	if e.Embed {
-		flags |= 1
+		flags |= flagEmbed
+	}
+	hops := e.Redirects > 0 || e.OffScopeHops > 0
+	if hops {
+		flags |= flagHops
 	}
 	b = append(b, flags)
+	if hops {
+		b = binary.AppendUvarint(b, uint64(min(e.Redirects, maxHops)))
+		b = binary.AppendUvarint(b, uint64(min(e.OffScopeHops, maxHops)))
+	}
 	var due int64
 	if !e.Due.IsZero() {
 		due = e.Due.Unix()
@@ -377,10 +400,18 @@ func decodeEntry(v []byte) (Entry, error) {
 	}
 	e.Depth = int(depth)
 	flags, err := r.ReadByte()
-	if err != nil || flags > 1 {
+	if err != nil || flags&^(flagEmbed|flagHops) != 0 {
 		return Entry{}, errCorrupt
 	}
-	e.Embed = flags&1 != 0
+	e.Embed = flags&flagEmbed != 0
+	if flags&flagHops != 0 {
+		redirects, err1 := binary.ReadUvarint(r)
+		offScope, err2 := binary.ReadUvarint(r)
+		if err1 != nil || err2 != nil || redirects > maxHops || offScope > maxHops {
+			return Entry{}, errCorrupt
+		}
+		e.Redirects, e.OffScopeHops = int(redirects), int(offScope)
+	}
 	due, err1 := binary.ReadVarint(r)
 	payloadTime, err2 := binary.ReadVarint(r)
 	var sh [8]byte

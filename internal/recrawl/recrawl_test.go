@@ -117,6 +117,7 @@ func equalEntry(a, b Entry) bool {
 	sa, _ := a.State.MarshalBinary()
 	sb, _ := b.State.MarshalBinary()
 	return a.URL == b.URL && a.Depth == b.Depth && a.Embed == b.Embed &&
+		a.Redirects == b.Redirects && a.OffScopeHops == b.OffScopeHops &&
 		bytes.Equal(sa, sb) && a.State.Interval == b.State.Interval &&
 		a.State.LastVisit.Equal(b.State.LastVisit) &&
 		a.State.Visits == b.State.Visits && a.State.Changes == b.State.Changes &&
@@ -139,6 +140,8 @@ func TestEncodeRoundTrip(t *testing.T) {
 		"empty links":    {URL: "http://x.test/l", Links: []uint64{}},
 		"max links":      {URL: "http://x.test/m", Links: manyLinks(MaxLinks)},
 		"unicode fields": {URL: "http://x.test/ü", ETag: "\"é\"", MIME: "text/html; charset=utf-8"},
+		"hops":           {URL: "http://x.test/h", Embed: true, Redirects: 2, OffScopeHops: 3, State: full.State, Due: full.Due},
+		"max hops":       {URL: "http://x.test/mh", Redirects: maxHops, OffScopeHops: maxHops},
 	} {
 		v := encodeEntry(e)
 		got, err := decodeEntry(v)
