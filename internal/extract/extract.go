@@ -63,6 +63,9 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// maxTitleBytes bounds the title kept of a page.
+const maxTitleBytes = 1024
+
 // collector deduplicates outlinks and enforces the link limit.
 type collector struct {
 	base  string
@@ -149,8 +152,10 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 		case html.TextToken:
 			text := z.Text()
 			visible.Text(text)
-			if inTitle && title.Len() < 1024 {
-				title.Write(text)
+			if inTitle && title.Len() < maxTitleBytes {
+				// Only what is kept is copied: a title never closed runs to
+				// the end of the page.
+				title.Write(text[:min(len(text), maxTitleBytes-title.Len())])
 			} else if inStyle && links {
 				cssLinks(c, text, "style")
 			}
@@ -193,7 +198,7 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 		}
 	}
 	res.Links = c.links
-	res.Title = strings.Join(strings.Fields(title.String()), " ")
+	res.Title = strings.ToValidUTF8(strings.Join(strings.Fields(title.String()), " "), "")
 	res.SimHash = visible.Sum()
 	if c.full {
 		res.Truncated = true

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/net/html/charset"
 
@@ -128,6 +129,12 @@ func TestHostileHTML(t *testing.T) {
 		if err != nil || res.Truncated || len(res.Links) != 3 {
 			t.Errorf("giant %s: links %v truncated %v err %v", name, res.Links, res.Truncated, err)
 		}
+	}
+	// A title never closed runs to the end of the page; what is kept of
+	// it is bounded (and only that much is copied).
+	res, err = HTML([]byte("<title>"+strings.Repeat("a \u00e9", 4<<20)), "text/html; charset=utf-8", page, Limits{})
+	if err != nil || len(res.Title) > maxTitleBytes || len(res.Title) < maxTitleBytes-4 || !utf8.ValidString(res.Title) {
+		t.Errorf("unclosed title: %d bytes kept (valid UTF-8: %v), %v; want at most %d", len(res.Title), utf8.ValidString(res.Title), err, maxTitleBytes)
 	}
 	bin := make([]byte, 1<<20)
 	r := rand.New(rand.NewPCG(1, 2))
