@@ -307,9 +307,15 @@ func (c *Crawler) applyRules(ctx context.Context) (int, error) {
 		}
 		last := len(es) < recrawlBatch
 		err = c.Update(ctx, func(b *pebble.Batch) error {
-			for _, e := range es {
+			for _, listed := range es {
+				// Read again in the commit's batch: a visit or a copy may
+				// have changed the entry since it was listed.
+				e, ok, err := recrawl.GetKey(b, listed.Key)
+				if err != nil {
+					return err
+				}
 				// Queued URLs (no due time) take the rules at their visit.
-				if e.Due.IsZero() {
+				if !ok || e.Due.IsZero() {
 					continue
 				}
 				state, ok := c.cfg.Schedules.For(e.URL).Rebound(e.State)

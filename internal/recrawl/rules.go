@@ -3,6 +3,7 @@ package recrawl
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -95,7 +96,14 @@ func (rs Rules) String() string {
 		def = schedule.DefaultPolicy()
 	}
 	policy(def)
-	for _, r := range rs.rules {
+	// By key: the order rules are given in does not change which applies
+	// (the longest prefix does), and for one key the first given wins.
+	rules := slices.Clone(rs.rules)
+	slices.SortStableFunc(rules, func(a, b Rule) int { return strings.Compare(a.key, b.key) })
+	for i, r := range rules {
+		if i > 0 && rules[i-1].key == r.key {
+			continue
+		}
 		fmt.Fprintf(&b, "\n%q=", r.key)
 		policy(r.Policy)
 	}

@@ -181,3 +181,41 @@ func FuzzParseRule(f *testing.F) {
 		}
 	})
 }
+
+// String tells rules apart by what they do: the same rules in another
+// order, or with a rule repeated after itself, are the same; another
+// interval, bound or prefix is not.
+func TestRulesString(t *testing.T) {
+	rules := func(specs ...string) Rules {
+		t.Helper()
+		var rs []Rule
+		for _, s := range specs {
+			r, err := ParseRule(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, r)
+		}
+		return NewRules(schedule.DefaultPolicy(), rs...)
+	}
+	base := rules("http://a.test/=2h", "http://b.test/x/=6h,1h,12h", "48h")
+	for _, same := range []Rules{
+		rules("48h", "http://b.test/x/=6h,1h,12h", "http://a.test/=2h"),
+		rules("http://a.test/=2h", "http://b.test/x/=6h,1h,12h", "48h", "http://a.test/=3h"),
+		rules("https://www.a.test/=2h", "http://b.test/x/=6h,1h,12h", "48h"),
+	} {
+		if same.String() != base.String() {
+			t.Errorf("%q and %q schedule alike but differ", same.String(), base.String())
+		}
+	}
+	for _, other := range []Rules{
+		rules("http://a.test/=3h", "http://b.test/x/=6h,1h,12h", "48h"),
+		rules("http://a.test/=2h", "http://b.test/x/=6h,1h,24h", "48h"),
+		rules("http://a.test/=2h", "http://b.test/y/=6h,1h,12h", "48h"),
+		rules("http://a.test/=2h", "http://b.test/x/=6h,1h,12h"),
+	} {
+		if other.String() == base.String() {
+			t.Errorf("%q schedules differently but reads as the same", other.String())
+		}
+	}
+}
