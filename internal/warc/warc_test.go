@@ -499,3 +499,52 @@ func TestNewIDForm(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// HTTPHeaderAt reads a response's header fields without its body: those
+// before a malformed line or the end of a section cut short are kept, from
+// compressed and uncompressed segments alike; a revisit without an HTTP
+// header has none.
+func TestHTTPHeaderAt(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewWriter(dir, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	raws := map[string]string{
+		"whole":        "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Type: text/html\r\n\r\n" + strings.Repeat("body ", 100_000),
+		"bad line":     "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nX Bad Line\r\n\r\nbody",
+		"no blank end": "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\n",
+	}
+	locs := map[string]Location{}
+	for name, raw := range raws {
+		l, err := w.Write(newResponse("http://a.test/", now, []byte(raw), nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locs[name] = l
+	}
+	rv, err := w.Write(NewRevisit("http://a.test/", now, "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest", nil, "sha1:AAAA", RefersTo{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	whole, err := ReadAt(dir, locs["whole"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := whole.appendTo(nil)
+	if err := os.WriteFile(filepath.Join(dir, "plain.warc"), plain, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	locs["uncompressed"] = Location{Segment: "plain.warc", Length: int64(len(plain))}
+	for name, l := range locs {
+		wh, h, err := HTTPHeaderAt(dir, l)
+		if err != nil || h.Get("ETag") != `"abc"` || wh.Get("WARC-Type") != TypeResponse {
+			t.Errorf("%s: ETag %q, WARC-Type %q, %v", name, h.Get("ETag"), wh.Get("WARC-Type"), err)
+		}
+	}
+	if _, h, err := HTTPHeaderAt(dir, rv); err == nil || len(h) != 0 {
+		t.Errorf("a revisit without an HTTP header: %v, %v", h, err)
+	}
+}
