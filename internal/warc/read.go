@@ -279,7 +279,7 @@ const maxHTTPHeader = 256 << 10
 
 // HTTPHeaderAt returns the WARC header of the record at loc in dir and the
 // header fields of the HTTP message that starts its block (those before a
-// malformed line or the end of a section cut short), reading no further
+// malformed line; a section cut short is an error), reading no further
 // than that: for a reader that wants a response's headers from a
 // large record. The block's digest is not checked, since the block is not
 // read whole.
@@ -315,10 +315,11 @@ func HTTPHeaderAt(dir string, loc Location) (Header, http.Header, error) {
 	if _, err := tp.ReadLine(); err != nil {
 		return wh, nil, fmt.Errorf("warc: %s at %d: http status line: %w", loc.Segment, loc.Offset, unexpected(err))
 	}
-	// A malformed line, or a section cut short, ends the fields but keeps
-	// those read before it, as an HTTP client would have used them.
+	// A malformed line ends the fields but keeps those read before it, as
+	// an HTTP client would have used them. A section cut short is a
+	// capture cut short: none of it stands for a whole response.
 	h, err := tp.ReadMIMEHeader()
-	if err != nil && len(h) == 0 {
+	if err != nil && (len(h) == 0 || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
 		return wh, nil, fmt.Errorf("warc: %s at %d: http headers: %w", loc.Segment, loc.Offset, unexpected(err))
 	}
 	return wh, http.Header(h), nil

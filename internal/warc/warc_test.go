@@ -501,7 +501,7 @@ func TestNewIDForm(t *testing.T) {
 }
 
 // HTTPHeaderAt reads a response's header fields without its body: those
-// before a malformed line or the end of a section cut short are kept, from
+// before a malformed line are kept, a section cut short gives none, from
 // compressed and uncompressed segments alike; a revisit without an HTTP
 // header has none.
 func TestHTTPHeaderAt(t *testing.T) {
@@ -512,9 +512,12 @@ func TestHTTPHeaderAt(t *testing.T) {
 	}
 	now := time.Now()
 	raws := map[string]string{
-		"whole":        "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Type: text/html\r\n\r\n" + strings.Repeat("body ", 100_000),
-		"bad line":     "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nX Bad Line\r\n\r\nbody",
-		"no blank end": "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\n",
+		"whole":    "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Type: text/html\r\n\r\n" + strings.Repeat("body ", 100_000),
+		"bad line": "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nX Bad Line\r\n\r\nbody",
+	}
+	cut := map[string]string{
+		"no blank end":   "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\n",
+		"cut in a field": "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Type: text/ht",
 	}
 	locs := map[string]Location{}
 	for name, raw := range raws {
@@ -523,6 +526,14 @@ func TestHTTPHeaderAt(t *testing.T) {
 			t.Fatal(err)
 		}
 		locs[name] = l
+	}
+	cutLocs := map[string]Location{}
+	for name, raw := range cut {
+		l, err := w.Write(newResponse("http://a.test/", now, []byte(raw), nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cutLocs[name] = l
 	}
 	rv, err := w.Write(NewRevisit("http://a.test/", now, "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest", nil, "sha1:AAAA", RefersTo{}))
 	if err != nil {
@@ -542,6 +553,13 @@ func TestHTTPHeaderAt(t *testing.T) {
 		wh, h, err := HTTPHeaderAt(dir, l)
 		if err != nil || h.Get("ETag") != `"abc"` || wh.Get("WARC-Type") != TypeResponse {
 			t.Errorf("%s: ETag %q, WARC-Type %q, %v", name, h.Get("ETag"), wh.Get("WARC-Type"), err)
+		}
+	}
+	// A header cut short is a capture cut short: it gives no fields that
+	// could make a later fetch conditional.
+	for name, l := range cutLocs {
+		if _, h, err := HTTPHeaderAt(dir, l); err == nil || len(h) != 0 {
+			t.Errorf("%s: fields %v, %v; want an error", name, h, err)
 		}
 	}
 	if _, h, err := HTTPHeaderAt(dir, rv); err == nil || len(h) != 0 {
