@@ -573,7 +573,7 @@ func (o *Outbox) sendBatch(ctx context.Context, p *peerState, pending int) error
 	payload, sent := encodePayload(nil, links)
 	body := o.enc.EncodeAll(payload, nil)
 	err = o.post(ctx, addr, p.id, body)
-	if errors.Is(err, errRefused) && payload[3] == versionHops {
+	if errors.Is(err, errVersionRefused) && payload[3] == versionHops {
 		// A peer that predates hop counts refuses version 3 (400): it
 		// gets the URLs without them, its trap limits counting afresh,
 		// rather than none at all. It is asked again after a while, in
@@ -654,16 +654,19 @@ func (o *Outbox) post(ctx context.Context, addr, id string, body []byte) error {
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	switch {
-	case resp.StatusCode == http.StatusBadRequest:
-		return fmt.Errorf("%w: peer %s answered %s: %q", errRefused, addr, resp.Status, strings.TrimSpace(string(msg)))
+	case resp.StatusCode == http.StatusBadRequest && bytes.Contains(msg, []byte("URL batch version")) && bytes.Contains(msg, []byte("is not supported")):
+		return fmt.Errorf("%w: peer %s answered %s: %q", errVersionRefused, addr, resp.Status, strings.TrimSpace(string(msg)))
 	case resp.StatusCode/100 != 2:
 		return fmt.Errorf("outbox: peer %s answered %s: %q", addr, resp.Status, strings.TrimSpace(string(msg)))
 	}
 	return nil
 }
 
-// errRefused is a batch the peer answered 400: one it cannot read.
-var errRefused = errors.New("outbox: batch refused")
+// errVersionRefused is a batch the peer cannot read for its version: its
+// answer (400) names the version as unsupported, as decodePayload's
+// error, in every version, does. Another 400 (a batch cut in transit)
+// says nothing of what the peer reads.
+var errVersionRefused = errors.New("outbox: batch version refused")
 
 // plainFor is how long a peer that refused hop counts gets batches
 // without them before it is asked again.

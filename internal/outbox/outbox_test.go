@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1109,4 +1110,31 @@ func TestOlderPeerGetsURLsWithoutHopCounts(t *testing.T) {
 	if refused != 1 {
 		t.Errorf("the older peer refused %d batches, want only the first: the sender should remember", refused)
 	}
+}
+
+// A 400 that does not name the version (a batch cut in transit) is not
+// taken for an older peer: the batch is sent again, with its hop counts.
+func TestOther400KeepsHopCounts(t *testing.T) {
+	n := newNet(t)
+	rcv := newReceiver()
+	current := Handler(rcv.accept)
+	var failed atomic.Bool
+	flaky := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failed.CompareAndSwap(false, true) {
+			http.Error(w, "outbox: reading batch: unexpected EOF", http.StatusBadRequest)
+			return
+		}
+		current.ServeHTTP(w, r)
+	})
+	addr, _ := serve(t, n.b, flaky)
+	res := &resolver{addrs: map[string]string{n.b.ID(): addr}}
+	s := newSender(t, n.a, t.TempDir(), res, Config{BatchSize: 100})
+	urls := links(10)
+	urls[3].Redirects, urls[3].OffScopeHops = 1, 2
+	s.run(t)
+	s.add(t, n.b.ID(), urls)
+	rcv.waitFor(t, len(urls))
+	s.drained(t, n.b.ID())
+	s.close(t)
+	rcv.check(t, urls, n.a.ID())
 }
