@@ -4,6 +4,7 @@
 package robots
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -316,7 +317,12 @@ func (c *Cache) clearWait(e *entry) {
 
 func (e *entry) set(status int, body []byte, expires time.Time, maxSize int, userAgent string) {
 	if len(body) > maxSize {
+		// Only whole lines: a rule cut short ("Allow: /" of "Allow:
+		// /public.html") would say something the file does not.
 		body = body[:maxSize]
+		if i := bytes.LastIndexAny(body, "\r\n"); i >= 0 {
+			body = body[:i+1]
+		}
 	}
 	e.status, e.expires, e.filled = status, expires, true
 	if status >= 200 && status < 300 {

@@ -15,8 +15,8 @@ import (
 // The parsing and matching are our own, not a library's: matching must be
 // anchored at the path's start (temoto/robotstxt matched wildcard rules
 // anywhere in the path, so "Disallow: /a*b" also barred "/x/a/b"), and a
-// file of many wildcard rules must cost each check time linear in its
-// size, not a regular expression per rule.
+// check against a file of many wildcard rules must cost no more than one
+// pass of the path per rule, not a regular expression per rule.
 type group struct {
 	rules      []rule
 	crawlDelay time.Duration
@@ -56,12 +56,10 @@ func parseGroup(body []byte, agent string) *group {
 		if i := bytes.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
 		}
-		key, value, ok := bytes.Cut(line, []byte(":"))
+		k, v, ok := splitLine(line)
 		if !ok {
 			continue
 		}
-		k := strings.ToLower(strings.TrimSpace(string(key)))
-		v := strings.TrimSpace(string(value))
 		switch k {
 		case "user-agent", "useragent", "user agent":
 			if inRules {
@@ -98,6 +96,21 @@ func parseGroup(body []byte, agent string) *group {
 	return &any
 }
 
+// splitLine returns a line's key, lower-cased, and value. The separator is
+// a colon, or for lack of one, as Google's parser takes it, the first run
+// of white space ("Disallow /private").
+func splitLine(line []byte) (key, value string, ok bool) {
+	k, v, ok := bytes.Cut(line, []byte(":"))
+	if !ok {
+		fields := bytes.Fields(line)
+		if len(fields) != 2 {
+			return "", "", false
+		}
+		k, v = fields[0], fields[1]
+	}
+	return strings.ToLower(strings.TrimSpace(string(k))), strings.TrimSpace(string(v)), true
+}
+
 // productToken returns the product token a user-agent line names: its
 // value up to a version or comment, lower-cased.
 func productToken(v string) string {
@@ -129,9 +142,10 @@ func newRule(allow bool, pattern string) rule {
 }
 
 // normalize percent-encodes the octets of s that a URL's path would carry
-// encoded (non-ASCII, controls, space) and upper-cases the hex digits of
-// its escapes, so that a rule and a path compare as the same octets
-// (§2.2.2).
+// encoded (non-ASCII, controls, space), decodes the escapes of unreserved
+// characters ("%7E" is "~", "%62" is "b") and upper-cases the hex digits
+// of the others, so that a rule and a path compare as the same octets
+// (§2.2.2). A reserved character's escape ("%2F") stays one.
 func normalize(s string) string {
 	const hex = "0123456789ABCDEF"
 	var b strings.Builder
@@ -139,8 +153,12 @@ func normalize(s string) string {
 		c := s[i]
 		switch {
 		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
-			b.WriteByte('%')
-			b.WriteString(strings.ToUpper(s[i+1 : i+3]))
+			if d := unhex(s[i+1])<<4 | unhex(s[i+2]); unreserved(d) {
+				b.WriteByte(d)
+			} else {
+				b.WriteByte('%')
+				b.WriteString(strings.ToUpper(s[i+1 : i+3]))
+			}
 			i += 2
 		case c <= ' ' || c >= 0x7f:
 			b.WriteByte('%')
@@ -155,6 +173,21 @@ func normalize(s string) string {
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+// unreserved reports a character RFC 3986 §2.3 leaves unescaped.
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
 }
 
 // allowed reports whether path (its escaped form, with the query) may be
