@@ -154,7 +154,11 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 			visible.Text(text)
 			if inTitle && title.Len() < maxTitleBytes {
 				// Only what is kept is copied: a title never closed runs to
-				// the end of the page.
+				// the end of the page. White space before it does not
+				// count against the bound.
+				if title.Len() == 0 {
+					text = bytes.TrimLeft(text, " \t\n\r\f")
+				}
 				title.Write(text[:min(len(text), maxTitleBytes-title.Len())])
 			} else if inStyle && links {
 				cssLinks(c, text, "style")
