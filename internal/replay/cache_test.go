@@ -316,3 +316,83 @@ func TestKeptPayloadHoldsOnlyItself(t *testing.T) {
 		t.Errorf("cache counts %d bytes for a payload of %d", st.Bytes, len(resp.payload))
 	}
 }
+
+// gatedArchive holds every read of a large record until released, and
+// keeps the most it held at once.
+type gatedArchive struct {
+	archive.Archive
+	release  chan struct{}
+	mu       sync.Mutex
+	in, most int
+}
+
+func (a *gatedArchive) Record(ctx context.Context, c index.Capture) (*warc.Record, error) {
+	if c.Length >= minCachedPayload {
+		a.mu.Lock()
+		a.in++
+		a.most = max(a.most, a.in)
+		a.mu.Unlock()
+		<-a.release
+		a.mu.Lock()
+		a.in--
+		a.mu.Unlock()
+	}
+	return a.Archive.Record(ctx, c)
+}
+
+func (a *gatedArchive) reading() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.in
+}
+
+// Visitors asking for many large captures at once have at most
+// maxLargeReads of them read at a time; the others wait, and all are
+// answered.
+func TestLargeReadsAreBounded(t *testing.T) {
+	const videos = 2*maxLargeReads + 1
+	var fixtures []fixture
+	bodies := map[string][]byte{}
+	for i := range videos {
+		v := make([]byte, 1<<20+1000)
+		rand.NewChaCha8([32]byte{byte(i)}).Read(v)
+		u := fmt.Sprintf("http://example.com/film%d.mp4", i)
+		bodies[u] = v
+		fixtures = append(fixtures, fixture{url: u, at: "20240101120000", header: "Content-Type: video/mp4\r\n", body: string(v)})
+	}
+	gated := &gatedArchive{release: make(chan struct{})}
+	a := newTestArchiveVia(t, fixtures, func(l *archive.Local) archive.Archive {
+		gated.Archive = l
+		return gated
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, videos)
+	for u, want := range bodies {
+		wg.Go(func() {
+			resp, err := http.Get(a.content.URL + "/web/20240101120000id_/" + u)
+			if err != nil {
+				errs <- err
+				return
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, want) {
+				errs <- fmt.Errorf("%s: %d, %d bytes, %v", u, resp.StatusCode, len(body), err)
+			}
+		})
+	}
+	for deadline := time.Now().Add(time.Minute); gated.reading() < maxLargeReads; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) { // a hang, not a speed limit
+			t.Fatalf("%d large reads under way, want %d", gated.reading(), maxLargeReads)
+		}
+	}
+	close(gated.release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if gated.most != maxLargeReads {
+		t.Errorf("%d large records read at once, want at most %d", gated.most, maxLargeReads)
+	}
+}
