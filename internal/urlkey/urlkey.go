@@ -79,20 +79,8 @@ func slowCanonical(base, ref string) (string, error) {
 }
 
 // Host returns the host of a canonical URL, with ":port" when the port is not
-// the scheme's default: the unit of politeness and of the host scope.
+// the scheme's default: the unit of politeness and of ring ownership.
 func Host(u string) string {
-	host := rawHost(u)
-	// "example.com." is "example.com" written fully qualified: one server,
-	// so one politeness queue and one scope, as SURT and Site make it one
-	// site.
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
-		return strings.TrimRight(host[:i], ".") + host[i:]
-	}
-	return strings.TrimRight(host, ".")
-}
-
-// rawHost is Host with the name's dots as the URL has them.
-func rawHost(u string) string {
 	i := strings.Index(u, "://")
 	if i < 0 {
 		return ""
@@ -140,7 +128,7 @@ var (
 // and without "www." — has the same Site, which is why the network assigns
 // work and captures to nodes by it.
 func Site(u string) string {
-	host := rawHost(u)
+	host := Host(u)
 	port := ""
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
 		host, port = host[:i], host[i:]
