@@ -418,22 +418,24 @@ func BenchmarkFetch(b *testing.B) {
 	})
 }
 
+// gzipped returns b gzip-compressed.
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	return buf.Bytes()
+}
+
 // TestDecodeReusesReaders decodes gzip bodies one after another through
 // one pool of readers — whole, cut short, with a lying size trailer, and
 // bombs — and checks each result and error against a decoding with fresh
 // readers: a reused reader carries nothing over.
 func TestDecodeReusesReaders(t *testing.T) {
-	gz := func(b []byte) []byte {
-		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		zw.Write(b)
-		zw.Close()
-		return buf.Bytes()
-	}
 	var bodies [][]byte
 	for i := range 40 {
 		page := bytes.Repeat([]byte(fmt.Sprintf("<p>page %d</p>\n", i)), 10+i*37)
-		whole := gz(page)
+		whole := gzipped(page)
 		bodies = append(bodies, whole)
 		switch i % 4 {
 		case 1:
@@ -443,7 +445,7 @@ func TestDecodeReusesReaders(t *testing.T) {
 			copy(lying[len(lying)-4:], []byte{0xff, 0xff, 0xff, 0x7f}) // claims 2 GiB
 			bodies = append(bodies, lying)
 		case 3:
-			bodies = append(bodies, gz(make([]byte, 1<<20))) // decodes past the cap below
+			bodies = append(bodies, gzipped(make([]byte, 1<<20))) // decodes past the cap below
 		}
 	}
 	var pool sync.Pool
@@ -483,14 +485,7 @@ func TestDecodeRefusesCodingChains(t *testing.T) {
 	if _, err := DecodeContent([]byte("x"), strings.Repeat("x", 10000), 1<<20); err == nil || len(err.Error()) > 200 {
 		t.Errorf("a long unknown coding: error %.300v", err)
 	}
-	gz := func(b []byte) []byte {
-		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		zw.Write(b)
-		zw.Close()
-		return buf.Bytes()
-	}
-	four := gz(gz(gz(gz([]byte("page")))))
+	four := gzipped(gzipped(gzipped(gzipped([]byte("page")))))
 	ce := "gzip, Identity," + strings.Repeat(" identity,", 1000) + " gzip, x-gzip, GZIP, identity"
 	if out, err := DecodeContent(four, ce, 1<<20); err != nil || string(out) != "page" {
 		t.Errorf("four gzips among identities: %q, %v", out, err)
