@@ -315,15 +315,24 @@ func (c *Cache) clearWait(e *entry) {
 	c.mu.Unlock()
 }
 
-func (e *entry) set(status int, body []byte, expires time.Time, maxSize int, userAgent string) {
-	if len(body) > maxSize {
-		// Only whole lines: a rule cut short ("Allow: /" of "Allow:
-		// /public.html") would say something the file does not.
-		body = body[:maxSize]
-		if i := bytes.LastIndexAny(body, "\r\n"); i >= 0 {
-			body = body[:i+1]
-		}
+// readable returns the part of a robots.txt body that is read: at most
+// maxSize bytes (RFC 9309 §2.5), and of those only whole lines, since a
+// rule cut short ("Allow: /" of "Allow: /public.html") would say
+// something the file does not. The persistent cache keeps that part, so
+// that a file read back from it is read the same.
+func readable(body []byte, maxSize int) []byte {
+	if len(body) <= maxSize {
+		return body
 	}
+	body = body[:maxSize]
+	if i := bytes.LastIndexAny(body, "\r\n"); i >= 0 {
+		return body[:i+1]
+	}
+	return body[:0]
+}
+
+func (e *entry) set(status int, body []byte, expires time.Time, maxSize int, userAgent string) {
+	body = readable(body, maxSize)
 	e.status, e.expires, e.filled = status, expires, true
 	if status >= 200 && status < 300 {
 		// Unparsable lines are ignored (RFC 9309 §2.2); a file that is all garbage has no rules.
@@ -372,10 +381,7 @@ func (c *Cache) save(origin string, r stored) {
 	if c.opts.Store == nil {
 		return
 	}
-	body := r.body
-	if len(body) > c.opts.MaxSize {
-		body = body[:c.opts.MaxSize]
-	}
+	body := readable(r.body, c.opts.MaxSize)
 	v := binary.BigEndian.AppendUint64(nil, uint64(r.expires.Unix()))
 	v = binary.BigEndian.AppendUint16(v, uint16(r.status&statusBits|min(r.redirects, maxRedirects+1)<<10))
 	v = append(v, body...)

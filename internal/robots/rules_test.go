@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // RFC 9309's matching: rules match from the start of the path, the longest
@@ -190,10 +192,26 @@ func BenchmarkHostileRules(b *testing.B) {
 func TestCutFileKeepsWholeLines(t *testing.T) {
 	body := "User-agent: *\nDisallow: /\nAllow: /public-page.html\n"
 	cut := strings.Index(body, "Allow: /") + len("Allow: /")
-	c := New(func(_ context.Context, u string) (int, []byte, string, error) { return 200, []byte(body), "", nil },
-		Options{UserAgent: "waggle", MaxSize: cut})
-	d, err := c.Check(context.Background(), "http://a.test/secret")
-	if err != nil || d.Allowed {
-		t.Errorf("a file cut inside its Allow line lets /secret through: %+v, %v", d, err)
+	dir := t.TempDir()
+	fetches := 0
+	fetch := func(_ context.Context, u string) (int, []byte, string, error) {
+		fetches++
+		return 200, []byte(body), "", nil
+	}
+	// Read when fetched, and again from the persistent cache after a restart.
+	for run := range 2 {
+		db, err := pebble.Open(dir, &pebble.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := New(fetch, Options{UserAgent: "waggle", MaxSize: cut, Store: db})
+		d, err := c.Check(context.Background(), "http://a.test/secret")
+		if err != nil || d.Allowed {
+			t.Errorf("run %d: a file cut inside its Allow line lets /secret through: %+v, %v", run, d, err)
+		}
+		db.Close()
+	}
+	if fetches != 1 {
+		t.Errorf("%d fetches, want 1: the second run reads the persistent cache", fetches)
 	}
 }
