@@ -274,8 +274,9 @@ func ReadAt(dir string, loc Location) (*Record, error) {
 	return rec, nil
 }
 
-// maxHTTPHeader bounds the HTTP header section HTTPHeaderAt reads.
-const maxHTTPHeader = 256 << 10
+// maxHTTPHeader bounds the HTTP header section HTTPHeaderAt reads: the
+// most a crawler's response header may hold (fetch.DefaultMaxHeaderBytes).
+const maxHTTPHeader = 1 << 20
 
 // HTTPHeaderAt returns the WARC header of the record at loc in dir and the
 // header fields of the HTTP message that starts its block (those before a
@@ -319,7 +320,8 @@ func HTTPHeaderAt(dir string, loc Location) (Header, http.Header, error) {
 	// an HTTP client would have used them. A section cut short is a
 	// capture cut short: none of it stands for a whole response.
 	h, err := tp.ReadMIMEHeader()
-	if err != nil && (len(h) == 0 || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+	var malformed textproto.ProtocolError
+	if err != nil && (len(h) == 0 || !errors.As(err, &malformed)) {
 		return wh, nil, fmt.Errorf("warc: %s at %d: http headers: %w", loc.Segment, loc.Offset, unexpected(err))
 	}
 	return wh, http.Header(h), nil

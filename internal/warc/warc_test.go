@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 var when = time.Date(2026, 11, 22, 13, 45, 27, 123456000, time.UTC)
@@ -512,8 +514,9 @@ func TestHTTPHeaderAt(t *testing.T) {
 	}
 	now := time.Now()
 	raws := map[string]string{
-		"whole":    "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Type: text/html\r\n\r\n" + strings.Repeat("body ", 100_000),
-		"bad line": "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nX Bad Line\r\n\r\nbody",
+		"whole":       "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Type: text/html\r\n\r\n" + strings.Repeat("body ", 100_000),
+		"bad line":    "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nX Bad Line\r\n\r\nbody",
+		"long header": "HTTP/1.1 200 OK\r\nSet-Cookie: " + strings.Repeat("a", 900<<10) + "\r\nETag: \"abc\"\r\n\r\nbody",
 	}
 	cut := map[string]string{
 		"no blank end":   "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\n",
@@ -564,5 +567,31 @@ func TestHTTPHeaderAt(t *testing.T) {
 	}
 	if _, h, err := HTTPHeaderAt(dir, rv); err == nil || len(h) != 0 {
 		t.Errorf("a revisit without an HTTP header: %v, %v", h, err)
+	}
+}
+
+// A member that turns corrupt after the first header fields gives none:
+// only a malformed line keeps the fields before it.
+func TestHTTPHeaderAtCorruptMember(t *testing.T) {
+	dir := t.TempDir()
+	head := "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\n"
+	rest := "Content-Type: text/html\r\n\r\nbody"
+	whdr := fmt.Sprintf("WARC/1.1\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-000000000000>\r\n"+
+		"WARC-Date: 2026-01-01T00:00:00Z\r\nWARC-Target-URI: http://a.test/\r\nContent-Type: application/http;msgtype=response\r\n"+
+		"Content-Length: %d\r\n\r\n", len(head)+len(rest))
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.NoCompression)
+	zw.Write([]byte(whdr + head))
+	zw.Flush()
+	corrupt := buf.Len()
+	zw.Write([]byte(rest + "\r\n\r\n"))
+	zw.Close()
+	data := buf.Bytes()
+	data[corrupt] = 0x07 // a final deflate block of the reserved type
+	if err := os.WriteFile(filepath.Join(dir, "x.warc.gz"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, h, err := HTTPHeaderAt(dir, Location{Segment: "x.warc.gz", Length: int64(len(data))}); err == nil || len(h) != 0 {
+		t.Errorf("a member corrupt after the ETag: fields %v, %v; want an error and none", h, err)
 	}
 }
