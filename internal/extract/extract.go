@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"io"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/net/html"
@@ -65,6 +66,32 @@ func (l Limits) withDefaults() Limits {
 
 // maxTitleBytes bounds the title kept of a page.
 const maxTitleBytes = 1024
+
+// appendCollapsed appends text to title with each run of white space made
+// one space (none at the start), until title holds maxTitleBytes: only
+// what is kept is copied, for a title never closed runs to the end of the
+// page, and white space, however long, counts once. Invalid UTF-8 is
+// dropped.
+func appendCollapsed(title *strings.Builder, text []byte) {
+	space := title.Len() > 0 && strings.HasSuffix(title.String(), " ")
+	for len(text) > 0 && title.Len() < maxTitleBytes {
+		r, n := utf8.DecodeRune(text)
+		text = text[n:]
+		switch {
+		case r == utf8.RuneError && n <= 1:
+		case unicode.IsSpace(r):
+			if title.Len() > 0 && !space {
+				title.WriteByte(' ')
+				space = true
+			}
+		case title.Len()+utf8.RuneLen(r) <= maxTitleBytes:
+			title.WriteRune(r)
+			space = false
+		default:
+			return
+		}
+	}
+}
 
 // collector deduplicates outlinks and enforces the link limit.
 type collector struct {
@@ -153,13 +180,7 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 			text := z.Text()
 			visible.Text(text)
 			if inTitle && title.Len() < maxTitleBytes {
-				// Only what is kept is copied: a title never closed runs to
-				// the end of the page. White space before it does not
-				// count against the bound.
-				if title.Len() == 0 {
-					text = bytes.TrimLeft(text, " \t\n\r\f")
-				}
-				title.Write(text[:min(len(text), maxTitleBytes-title.Len())])
+				appendCollapsed(&title, text)
 			} else if inStyle && links {
 				cssLinks(c, text, "style")
 			}
@@ -202,7 +223,7 @@ func readHTML(body []byte, contentType, pageURL string, lim Limits, links bool) 
 		}
 	}
 	res.Links = c.links
-	res.Title = strings.ToValidUTF8(strings.Join(strings.Fields(title.String()), " "), "")
+	res.Title = strings.TrimSpace(title.String())
 	res.SimHash = visible.Sum()
 	if c.full {
 		res.Truncated = true

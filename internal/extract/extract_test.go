@@ -136,9 +136,16 @@ func TestHostileHTML(t *testing.T) {
 	if err != nil || len(res.Title) > maxTitleBytes || len(res.Title) < maxTitleBytes-4 || !utf8.ValidString(res.Title) {
 		t.Errorf("unclosed title: %d bytes kept (valid UTF-8: %v), %v; want at most %d", len(res.Title), utf8.ValidString(res.Title), err, maxTitleBytes)
 	}
-	res, _ = HTML([]byte("<title>\n"+strings.Repeat(" ", 1100)+"Real  Title</title>"), "text/html", page, Limits{})
-	if res.Title != "Real Title" {
-		t.Errorf("a title after 1,100 spaces: %q", res.Title)
+	for name, raw := range map[string]string{
+		"spaces":      "\n" + strings.Repeat(" ", 1100) + "Real  Title",
+		"nbsp":        strings.Repeat("&nbsp;", 1100) + "Real\u00a0Title",
+		"ideographic": strings.Repeat("\u3000", 1100) + "Real Title",
+		"inner run":   "Real" + strings.Repeat(" \v", 1100) + "Title ",
+	} {
+		res, _ = HTML([]byte("<title>"+raw+"</title>"), "text/html; charset=utf-8", page, Limits{})
+		if res.Title != "Real Title" {
+			t.Errorf("a title with white space (%s): %q", name, res.Title)
+		}
 	}
 	bin := make([]byte, 1<<20)
 	r := rand.New(rand.NewPCG(1, 2))
