@@ -128,30 +128,8 @@ func (s *Server) load(ctx context.Context, c index.Capture) (*response, error) {
 	return s.loadDepth(ctx, c, 0)
 }
 
-// maxLargeReads is how many records of minCachedPayload or more on disk
-// replay reads at once. Each is read whole, up to a GiB of block besides
-// its member, inflated and checked: visitors asking for many large
-// captures at once would otherwise hold all of them in memory together,
-// and share the CPU no faster. The others wait their turn (or their
-// request's end); small records never wait.
-const maxLargeReads = 4
-
-// readRecord reads c's record, in one of the large-read slots if it is
-// large.
-func (s *Server) readRecord(ctx context.Context, c index.Capture) (*warc.Record, error) {
-	if c.Length >= minCachedPayload {
-		select {
-		case s.largeReads <- struct{}{}:
-			defer func() { <-s.largeReads }()
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return s.arc.Record(ctx, c)
-}
-
 func (s *Server) loadDepth(ctx context.Context, c index.Capture, depth int) (*response, error) {
-	rec, err := s.readRecord(ctx, c)
+	rec, err := s.arc.Record(ctx, c)
 	if err != nil {
 		if unreachable(err) {
 			return nil, err // the record may well be intact on a node out of reach
@@ -253,7 +231,7 @@ func (s *Server) ownPrevious(ctx context.Context, c index.Capture) (*response, b
 	if err != nil || !found {
 		return nil, false
 	}
-	rec, err := s.readRecord(ctx, prev)
+	rec, err := s.arc.Record(ctx, prev)
 	if err != nil {
 		return nil, false
 	}

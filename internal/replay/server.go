@@ -65,8 +65,6 @@ type Server struct {
 	// payloads keeps loaded responses of large captures; they are shared,
 	// so a response is never changed once loaded.
 	payloads *payloadCache
-	// largeReads holds a slot per large record being read (see readRecord).
-	largeReads chan struct{}
 
 	summaryMu   sync.Mutex
 	summary     *summary
@@ -90,7 +88,7 @@ func New(cfg Config) *Server {
 	}
 	return &Server{
 		arc: cfg.Archive, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, routes: cfg.Routes, log: log,
-		payloads: newPayloadCache(cacheBytes), largeReads: make(chan struct{}, maxLargeReads),
+		payloads: newPayloadCache(cacheBytes),
 	}
 }
 
