@@ -312,19 +312,49 @@ func HTTPHeaderAt(dir string, loc Location) (Header, http.Header, error) {
 	if err != nil || n < 0 {
 		return wh, nil, fmt.Errorf("warc: %s at %d: bad Content-Length %q", loc.Segment, loc.Offset, wh.Get("Content-Length"))
 	}
-	tp := textproto.NewReader(bufio.NewReader(io.LimitReader(br, min(n, maxHTTPHeader))))
+	// The section is read whole, to the blank line that ends it, first: a
+	// section cut short (by the block's end or the limit) is a capture cut
+	// short, none of which stands for a whole response, wherever the cut
+	// falls (inside a name, a line would only look malformed).
+	section, err := httpSection(io.LimitReader(br, min(n, maxHTTPHeader)))
+	if err != nil {
+		return wh, nil, fmt.Errorf("warc: %s at %d: http headers: %w", loc.Segment, loc.Offset, err)
+	}
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(section)))
 	if _, err := tp.ReadLine(); err != nil {
 		return wh, nil, fmt.Errorf("warc: %s at %d: http status line: %w", loc.Segment, loc.Offset, unexpected(err))
 	}
 	// A malformed line ends the fields but keeps those read before it, as
-	// an HTTP client would have used them. A section cut short is a
-	// capture cut short: none of it stands for a whole response.
+	// an HTTP client would have used them.
 	h, err := tp.ReadMIMEHeader()
 	var malformed textproto.ProtocolError
 	if err != nil && (len(h) == 0 || !errors.As(err, &malformed)) {
 		return wh, nil, fmt.Errorf("warc: %s at %d: http headers: %w", loc.Segment, loc.Offset, unexpected(err))
 	}
 	return wh, http.Header(h), nil
+}
+
+// httpSection reads an HTTP message's header section from r, through the
+// blank line that ends it, or fails if r ends first.
+func httpSection(r io.Reader) ([]byte, error) {
+	br := bufio.NewReader(r)
+	var section []byte
+	whole := true // the bytes read so far end a line
+	for {
+		line, err := br.ReadSlice('\n')
+		section = append(section, line...)
+		switch {
+		case err == nil:
+			if whole && (len(line) == 1 || len(line) == 2 && line[0] == '\r') && len(section) > len(line) {
+				return section, nil
+			}
+			whole = true
+		case errors.Is(err, bufio.ErrBufferFull):
+			whole = false // a long line, read on
+		default:
+			return nil, fmt.Errorf("cut short after %d bytes: %w", len(section), unexpected(err))
+		}
+	}
 }
 
 // VerifyBlock checks a record's WARC-Block-Digest: SHA-1 or SHA-256, in

@@ -517,10 +517,14 @@ func TestHTTPHeaderAt(t *testing.T) {
 		"whole":       "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Type: text/html\r\n\r\n" + strings.Repeat("body ", 100_000),
 		"bad line":    "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nX Bad Line\r\n\r\nbody",
 		"long header": "HTTP/1.1 200 OK\r\nSet-Cookie: " + strings.Repeat("a", 900<<10) + "\r\nETag: \"abc\"\r\n\r\nbody",
+		"4 KiB line":  "HTTP/1.1 200 OK\r\nX-Long: " + strings.Repeat("a", 4096-10) + "\r\nETag: \"abc\"\r\n\r\nbody",
 	}
 	cut := map[string]string{
-		"no blank end":   "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\n",
-		"cut in a field": "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Type: text/ht",
+		"cut in a name":     "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Ty",
+		"cut between CR LF": "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\n\r",
+		"over the limit":    "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nSet-Cookie: " + strings.Repeat("a", 1<<20) + "\r\n\r\nbody",
+		"no blank end":      "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\n",
+		"cut in a field":    "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Type: text/ht",
 	}
 	locs := map[string]Location{}
 	for name, raw := range raws {
