@@ -155,10 +155,9 @@ func (s *Server) loadDepth(ctx context.Context, c index.Capture, depth int) (*re
 }
 
 func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Record) (*response, error) {
+	// A missing original (archive.ErrNoOriginal) is not damage: on a
+	// network its only copy may be on a node that is away.
 	orig, err := archive.Original(ctx, s.arc, c, rec.Header)
-	if errors.Is(err, archive.ErrNoOriginal) {
-		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
-	}
 	if err != nil {
 		return nil, err
 	}

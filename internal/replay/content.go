@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/rewrite"
@@ -291,6 +292,12 @@ func (s *Server) contentError(w http.ResponseWriter, r *http.Request, err error)
 	if unreachable(err) {
 		s.log.Warn("archive node unreachable", "path", r.URL.Path, "err", err)
 		http.Error(w, "the node holding this capture could not be reached: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	if errors.Is(err, archive.ErrNoOriginal) {
+		s.log.Warn("revisit without its original", "path", r.URL.Path, "err", err)
+		http.Error(w, "This capture repeats content archived by an earlier capture, which is not in the archive as this node sees it: "+
+			"on a network, the only node holding it may be away; the capture replays again once it is back. ("+err.Error()+")", http.StatusServiceUnavailable)
 		return
 	}
 	if errors.Is(err, errCorrupt) {

@@ -155,7 +155,8 @@ func TestRevisitPageIsRewrittenAtItsOwnDate(t *testing.T) {
 }
 
 // A revisit that cannot be resolved is an error that says why, never an
-// empty 200 or a 304.
+// empty 200 or a 304. An original missing is not damage (on a network the
+// node holding it may be away): 503, not "damaged".
 func TestUnresolvableRevisitIsAClearError(t *testing.T) {
 	a := revisitArchive(t)
 	for _, tc := range []struct{ path, want string }{
@@ -165,11 +166,11 @@ func TestUnresolvableRevisitIsAClearError(t *testing.T) {
 		{"20240301000000mp_/http://chain.example/", "another revisit"},
 	} {
 		resp, body := get(t, a.content.URL+"/web/"+tc.path)
-		if resp.StatusCode != http.StatusInternalServerError {
-			t.Errorf("%s: %d, want 500", tc.path, resp.StatusCode)
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s: %d, want 503", tc.path, resp.StatusCode)
 		}
-		if !strings.Contains(body, "cannot be replayed") || !strings.Contains(body, tc.want) {
-			t.Errorf("%s: %q, want an explanation containing %q", tc.path, body, tc.want)
+		if !strings.Contains(body, "may be away") || !strings.Contains(body, tc.want) || strings.Contains(body, "damaged") {
+			t.Errorf("%s: %q, want an explanation containing %q, not damage", tc.path, body, tc.want)
 		}
 	}
 }
@@ -207,9 +208,10 @@ func TestRevisitOfARevisitIsRefused(t *testing.T) {
 			refersTo: "http://chain.example/ 20240201000000"},
 	}
 	for _, tc := range []struct {
-		name string
-		via  func(*archive.Local) archive.Archive
-		ts   []string
+		name   string
+		via    func(*archive.Local) archive.Archive
+		ts     []string
+		status int
 	}{
 		// The 0301 revisit is resolved by digest to the 0201 revisit; the
 		// 0401 one names 0201 itself, and then its digest.
@@ -220,16 +222,18 @@ func TestRevisitOfARevisitIsRefused(t *testing.T) {
 				return false, nil
 			})
 			return revisitByDigest{l, first}
-		}, []string{"20240301000000", "20240401000000"}},
-		// The 0401 revisit names 0201, which the index calls a response.
-		{"index says response", func(l *archive.Local) archive.Archive { return mislabelled{l} }, []string{"20240401000000"}},
+			// No capture holds the payload: as a missing original, 503.
+		}, []string{"20240301000000", "20240401000000"}, http.StatusServiceUnavailable},
+		// The 0401 revisit names 0201, which the index calls a response:
+		// a record that is not what the index says is damage, 500.
+		{"index says response", func(l *archive.Local) archive.Archive { return mislabelled{l} }, []string{"20240401000000"}, http.StatusInternalServerError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newTestArchiveVia(t, fixtures, tc.via)
 			for _, ts := range tc.ts {
 				resp, body := get(t, a.content.URL+"/web/"+ts+"id_/http://chain.example/")
-				if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "another revisit") {
-					t.Errorf("%s: %d %q, want 500 naming the revisit chain", ts, resp.StatusCode, body)
+				if resp.StatusCode != tc.status || !strings.Contains(body, "another revisit") {
+					t.Errorf("%s: %d %q, want %d naming the revisit chain", ts, resp.StatusCode, body, tc.status)
 				}
 			}
 		})
