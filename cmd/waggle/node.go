@@ -129,6 +129,10 @@ func printStatus(w io.Writer, st node.Status) {
 	c := st.Crawl
 	fmt.Fprintf(w, "crawl: %d captures  %s  %.1f pages/s  queue %d  hosts %d  errors %d\n",
 		c.Captures, humanBytes(c.Bytes), c.PagesPerSecond, c.Queued, c.Hosts, c.Errors)
+	if r := c.Revisits; c.RevisitsQueued+r.NotModified+r.Unchanged+r.Duplicate > 0 {
+		fmt.Fprintf(w, "re-crawl since start: %d URLs fell due; revisits: not-modified %d, unchanged %d, duplicate %d\n",
+			c.RevisitsQueued, r.NotModified, r.Unchanged, r.Duplicate)
+	}
 	if e := st.Exchange; e.Sent+e.Received > 0 {
 		perURL := 0.0
 		if e.Sent > 0 {
