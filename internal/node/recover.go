@@ -33,12 +33,14 @@ type pastRing struct {
 // changed records that the current ring is now cur. A node that was
 // alone (just started, or cut off) knows no ring of the others: the ring
 // of the current members without itself stands for it, which is who held
-// its sites while it was away, or before it first joined.
+// its sites while it was away, or before it first joined. That holds too
+// when the first ring it sees already has the others in it (it joined
+// before it first looked).
 func (p *pastRings) changed(cur *ring.Ring, self string, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	last := p.last
-	if last != nil && last.Len() <= 1 && cur.Len() > 1 {
+	if (last == nil || last.Len() <= 1) && cur.Len() > 1 {
 		others := slices.DeleteFunc(cur.Members(), func(m ring.Member) bool { return m.ID == self })
 		if r, err := ring.New(others, ring.Options{}); err == nil {
 			last = r
