@@ -229,6 +229,17 @@ func (s *sender) drained(t *testing.T, id string) {
 	}
 }
 
+// deliver runs the outbox, queues urls for id, waits until rcv has them
+// all and nothing is pending, and stops it.
+func (s *sender) deliver(t *testing.T, rcv *receiver, id string, urls []Link) {
+	t.Helper()
+	s.run(t)
+	s.add(t, id, urls)
+	rcv.waitFor(t, len(urls))
+	s.drained(t, id)
+	s.close(t)
+}
+
 func (s *sender) run(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.done = cancel, make(chan error, 1)
@@ -309,11 +320,7 @@ func TestDelivery(t *testing.T) {
 	res := &resolver{addrs: map[string]string{n.b.ID(): addr}}
 	s := newSender(t, n.a, t.TempDir(), res, Config{BatchSize: 300})
 	urls := links(3000)
-	s.run(t)
-	s.add(t, n.b.ID(), urls)
-	rcv.waitFor(t, len(urls))
-	s.drained(t, n.b.ID())
-	s.close(t)
+	s.deliver(t, rcv, n.b.ID(), urls)
 	rcv.check(t, urls, n.a.ID())
 	if p := s.o.Pending(); len(p) != 0 {
 		t.Errorf("Pending = %v after delivery, want none", p)
@@ -1095,11 +1102,7 @@ func TestOlderPeerGetsURLsWithoutHopCounts(t *testing.T) {
 			urls[i].Redirects, urls[i].OffScopeHops = 1, 2
 		}
 	}
-	s.run(t)
-	s.add(t, n.b.ID(), urls)
-	rcv.waitFor(t, len(urls))
-	s.drained(t, n.b.ID())
-	s.close(t)
+	s.deliver(t, rcv, n.b.ID(), urls)
 	plain := slices.Clone(urls)
 	for i := range plain {
 		plain[i].Redirects, plain[i].OffScopeHops = 0, 0
@@ -1131,10 +1134,6 @@ func TestOther400KeepsHopCounts(t *testing.T) {
 	s := newSender(t, n.a, t.TempDir(), res, Config{BatchSize: 100})
 	urls := links(10)
 	urls[3].Redirects, urls[3].OffScopeHops = 1, 2
-	s.run(t)
-	s.add(t, n.b.ID(), urls)
-	rcv.waitFor(t, len(urls))
-	s.drained(t, n.b.ID())
-	s.close(t)
+	s.deliver(t, rcv, n.b.ID(), urls)
 	rcv.check(t, urls, n.a.ID())
 }

@@ -526,22 +526,18 @@ func TestHTTPHeaderAt(t *testing.T) {
 		"no blank end":      "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\n",
 		"cut in a field":    "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Type: text/ht",
 	}
-	locs := map[string]Location{}
-	for name, raw := range raws {
-		l, err := w.Write(newResponse("http://a.test/", now, []byte(raw), nil))
-		if err != nil {
-			t.Fatal(err)
+	write := func(raws map[string]string) map[string]Location {
+		locs := map[string]Location{}
+		for name, raw := range raws {
+			l, err := w.Write(newResponse("http://a.test/", now, []byte(raw), nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			locs[name] = l
 		}
-		locs[name] = l
+		return locs
 	}
-	cutLocs := map[string]Location{}
-	for name, raw := range cut {
-		l, err := w.Write(newResponse("http://a.test/", now, []byte(raw), nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cutLocs[name] = l
-	}
+	locs, cutLocs := write(raws), write(cut)
 	rv, err := w.Write(NewRevisit("http://a.test/", now, "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest", nil, "sha1:AAAA", RefersTo{}))
 	if err != nil {
 		t.Fatal(err)
