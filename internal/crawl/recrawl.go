@@ -265,7 +265,11 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 // holds its payload, when that is of the same URL and whole. A record
 // that cannot be read gives none: the revisit then fetches in full.
 func (c *Crawler) validators(cp, orig index.Capture) (etag, lastModified string) {
-	for _, r := range []index.Capture{cp, orig} {
+	candidates := []index.Capture{cp, orig}
+	if orig.RecordID == cp.RecordID {
+		candidates = candidates[:1] // a response: its own record, read once
+	}
+	for _, r := range candidates {
 		if r.URLKey != cp.URLKey || r.Status < 200 || (r.Status >= 300 && r.Status != http.StatusNotModified) {
 			continue
 		}
