@@ -305,6 +305,15 @@ func (n *Network) Record(ctx context.Context, c index.Capture) (*warc.Record, er
 	return rec, err
 }
 
+// OpenBlock opens the block of c's record to be read as a stream when this
+// node holds it (Local.OpenBlock); ErrNotLocal when another node does.
+func (n *Network) OpenBlock(c index.Capture) (*warc.Block, error) {
+	if c.Node == "" || c.Node == n.self {
+		return n.local.OpenBlock(c)
+	}
+	return nil, ErrNotLocal
+}
+
 // Member returns the gzip member holding a capture's record, byte for byte
 // as the node holding it wrote it, checked as Record checks it — what a
 // node copies to repair or complete its own archive — and the record it

@@ -115,6 +115,7 @@ type response struct {
 	header    http.Header
 	payload   []byte // the entity body as archived: content codings kept
 	truncated bool
+	body      *storedBody // in place of payload, for a record too large to read whole
 }
 
 // errCorrupt marks a capture whose record cannot be read back: its bytes
@@ -129,6 +130,9 @@ func (s *Server) load(ctx context.Context, c index.Capture) (*response, error) {
 }
 
 func (s *Server) loadDepth(ctx context.Context, c index.Capture, depth int) (*response, error) {
+	if resp, err := s.openLarge(c); resp != nil || err != nil {
+		return resp, err
+	}
 	rec, err := s.arc.Record(ctx, c)
 	if err != nil {
 		if unreachable(err) {
@@ -197,7 +201,7 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 				h[k] = vs
 			}
 		}
-		return &response{status: stored.status, header: h, payload: base.payload, truncated: base.truncated}, nil
+		return &response{status: stored.status, header: h, payload: base.payload, truncated: base.truncated, body: base.body}, nil
 	}
 	// Headers that describe the bytes come from the record that holds them.
 	for k := range payloadHeaders {
@@ -206,7 +210,7 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 			own.header[k] = v
 		}
 	}
-	own.payload, own.truncated = base.payload, base.truncated
+	own.payload, own.truncated, own.body = base.payload, base.truncated, base.body
 	return own, nil
 }
 
@@ -230,6 +234,9 @@ func (s *Server) ownPrevious(ctx context.Context, c index.Capture) (*response, b
 	if err != nil || !found {
 		return nil, false
 	}
+	if r, err := s.openLarge(prev); r != nil && err == nil {
+		return r, true
+	}
 	rec, err := s.arc.Record(ctx, prev)
 	if err != nil {
 		return nil, false
@@ -247,7 +254,22 @@ func parseResponse(raw []byte) (*response, error) {
 	if end < 0 {
 		end = len(raw) // a revisit may hold headers without the blank line
 	}
-	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(raw[:end])))
+	resp, err := parseHead(raw[:end], end < len(raw))
+	if err != nil {
+		return nil, err
+	}
+	resp.payload, resp.truncated, err = warc.HTTPPayload(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+	}
+	return resp, nil
+}
+
+// parseHead reads the status and headers of an HTTP/1.x response's header
+// section. Fields after a malformed line are dropped, unless none came
+// before it and a body follows (bodyFollows): such a response is damaged.
+func parseHead(section []byte, bodyFollows bool) (*response, error) {
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(section)))
 	line, err := tp.ReadLine()
 	if err != nil {
 		return nil, fmt.Errorf("%w: no HTTP status line", errCorrupt)
@@ -259,14 +281,10 @@ func parseResponse(raw []byte) (*response, error) {
 		return nil, fmt.Errorf("%w: bad HTTP status line %q", errCorrupt, truncate(line, 80))
 	}
 	mh, err := tp.ReadMIMEHeader()
-	if err != nil && len(mh) == 0 && end < len(raw) {
+	if err != nil && len(mh) == 0 && bodyFollows {
 		return nil, fmt.Errorf("%w: bad HTTP headers: %v", errCorrupt, err)
 	}
-	payload, truncated, err := warc.HTTPPayload(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errCorrupt, err)
-	}
-	return &response{status: status, header: http.Header(mh), payload: payload, truncated: truncated}, nil
+	return &response{status: status, header: http.Header(mh)}, nil
 }
 
 func truncate(s string, n int) string {

@@ -119,6 +119,9 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 	}
 	body := resp.payload
 	kind := rewriteKind(t.mod, mediaType(resp.header, c.MIME))
+	if resp.body != nil {
+		kind = "" // too big to rewrite: replay the archived bytes
+	}
 	if kind != "" {
 		decoded, err := fetch.DecodeContent(body, resp.header.Get("Content-Encoding"), maxRewriteSize)
 		if err != nil && errors.Is(err, fetch.ErrDecodedTooLarge) {
@@ -157,7 +160,7 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "application/octet-stream") // never let Go sniff archived bytes into HTML
 	}
 	if kind == "" {
-		serveArchived(w, r, resp.status, body)
+		serveArchived(w, r, resp)
 		return
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -171,7 +174,12 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 // rewritten body is not served in ranges: it depends on the archive's
 // state, so two requests could see different bytes. Nor is a body with a
 // content coding: a slice of a gzip stream decodes for no client.)
-func serveArchived(w http.ResponseWriter, r *http.Request, status int, body []byte) {
+func serveArchived(w http.ResponseWriter, r *http.Request, resp *response) {
+	if resp.body != nil {
+		serveStored(w, r, resp.status, resp.body)
+		return
+	}
+	status, body := resp.status, resp.payload
 	if status != http.StatusOK || w.Header().Get("Content-Encoding") != "" {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(status)
@@ -197,7 +205,7 @@ func (s *Server) serveIdentity(w http.ResponseWriter, r *http.Request, resp *res
 	if h.Get("Content-Type") == "" {
 		h.Set("Content-Type", "application/octet-stream")
 	}
-	serveArchived(w, r, resp.status, resp.payload)
+	serveArchived(w, r, resp)
 }
 
 // copyHeaders replays archived headers under the rules of passHeaders.

@@ -201,10 +201,9 @@ func parseHeaderLines(s string) map[string][]string {
 	return h
 }
 
-// noRedirect is a client that shows redirects instead of following them.
-var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
-func get(t testing.TB, url string, hdr ...string) (*http.Response, string) {
+// ask sends a GET for url with the header fields hdr (name, value, …)
+// and returns the response, its body unread.
+func ask(t testing.TB, url string, hdr ...string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
@@ -217,6 +216,15 @@ func get(t testing.TB, url string, hdr ...string) (*http.Response, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// noRedirect is a client that shows redirects instead of following them.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func get(t testing.TB, url string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	resp := ask(t, url, hdr...)
 	defer resp.Body.Close()
 	var b bytes.Buffer
 	b.ReadFrom(resp.Body)

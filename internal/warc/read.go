@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"net/textproto"
@@ -285,33 +286,11 @@ const maxHTTPHeader = 1 << 20
 // large record. The block's digest is not checked, since the block is not
 // read whole.
 func HTTPHeaderAt(dir string, loc Location) (Header, http.Header, error) {
-	f, err := os.Open(filepath.Join(dir, filepath.Base(loc.Segment)))
+	f, br, wh, n, err := openAt(dir, loc)
 	if err != nil {
-		return Header{}, nil, fmt.Errorf("warc: %w", err)
+		return wh, nil, err
 	}
 	defer f.Close()
-	length := loc.Length
-	if length <= 0 {
-		length = 1 << 62
-	}
-	var src io.Reader = io.NewSectionReader(f, loc.Offset, length)
-	br := bufio.NewReader(src)
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return Header{}, nil, fmt.Errorf("warc: %s at %d: %w", loc.Segment, loc.Offset, err)
-		}
-		zr.Multistream(false)
-		br = bufio.NewReader(zr)
-	}
-	wh, err := ReadHeader(br)
-	if err != nil {
-		return Header{}, nil, fmt.Errorf("warc: %s at %d: %w", loc.Segment, loc.Offset, unexpected(err))
-	}
-	n, err := strconv.ParseInt(wh.Get("Content-Length"), 10, 64)
-	if err != nil || n < 0 {
-		return wh, nil, fmt.Errorf("warc: %s at %d: bad Content-Length %q", loc.Segment, loc.Offset, wh.Get("Content-Length"))
-	}
 	// The section is read whole, to the blank line that ends it, first: a
 	// section cut short (by the block's end or the limit) is a capture cut
 	// short, none of which stands for a whole response, wherever the cut
@@ -357,27 +336,81 @@ func httpSection(r io.Reader) ([]byte, error) {
 	}
 }
 
+// openAt opens the record at loc in dir, inflating it if it is a gzip
+// member, and reads its WARC header and Content-Length: what is left in
+// the reader returned is the record's block, and after it the record's end.
+func openAt(dir string, loc Location) (*os.File, *bufio.Reader, Header, int64, error) {
+	f, err := os.Open(filepath.Join(dir, filepath.Base(loc.Segment)))
+	if err != nil {
+		return nil, nil, Header{}, 0, fmt.Errorf("warc: %w", err)
+	}
+	length := loc.Length
+	if length <= 0 {
+		length = 1 << 62
+	}
+	fail := func(h Header, err error) (*os.File, *bufio.Reader, Header, int64, error) {
+		f.Close()
+		return nil, nil, h, 0, fmt.Errorf("warc: %s at %d: %w", loc.Segment, loc.Offset, err)
+	}
+	br := bufio.NewReader(io.NewSectionReader(f, loc.Offset, length))
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return fail(Header{}, err)
+		}
+		zr.Multistream(false)
+		br = bufio.NewReader(zr)
+	}
+	wh, err := ReadHeader(br)
+	if err != nil {
+		return fail(wh, unexpected(err))
+	}
+	n, err := strconv.ParseInt(wh.Get("Content-Length"), 10, 64)
+	if err != nil || n < 0 {
+		return fail(wh, fmt.Errorf("bad Content-Length %q", wh.Get("Content-Length")))
+	}
+	return f, br, wh, n, nil
+}
+
 // VerifyBlock checks a record's WARC-Block-Digest: SHA-1 or SHA-256, in
 // base 32 (padded or not) or hex, as the tools that write WARC files differ.
 // Other algorithms, and a record without the field, are not checked.
 func VerifyBlock(rec *Record) error {
-	alg, want, ok := strings.Cut(strings.TrimSpace(rec.Header.Get("WARC-Block-Digest")), ":")
+	d, ok := newBlockDigest(rec.Header)
 	if !ok {
 		return nil
 	}
-	var sum []byte
+	d.h.Write(rec.Block)
+	return d.check()
+}
+
+// blockDigest checks a block, written to h, against the digest its header
+// names.
+type blockDigest struct {
+	h    hash.Hash
+	want string
+}
+
+// newBlockDigest returns the check of h's WARC-Block-Digest, or false when
+// there is none this package knows how to check.
+func newBlockDigest(h Header) (blockDigest, bool) {
+	alg, want, ok := strings.Cut(strings.TrimSpace(h.Get("WARC-Block-Digest")), ":")
+	if !ok {
+		return blockDigest{}, false
+	}
 	switch strings.ToLower(alg) {
 	case "sha1":
-		s := sha1.Sum(rec.Block)
-		sum = s[:]
+		return blockDigest{sha1.New(), want}, true
 	case "sha256":
-		s := sha256.Sum256(rec.Block)
-		sum = s[:]
-	default:
-		return nil
+		return blockDigest{sha256.New(), want}, true
 	}
+	return blockDigest{}, false
+}
+
+func (d blockDigest) check() error {
+	sum := d.h.Sum(nil)
 	for _, got := range []string{base32.StdEncoding.EncodeToString(sum), base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum), hex.EncodeToString(sum)} {
-		if strings.EqualFold(got, want) {
+		if strings.EqualFold(got, d.want) {
 			return nil
 		}
 	}

@@ -1,0 +1,235 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// A record is read whole to be replayed — it is checked, decompressed and
+// often rewritten — unless it is one of this node's own and its block is
+// larger than streamBlock: such a record (an imported video, a disk image)
+// is read from disk as it is served, so that visitors asking for many of
+// them at once do not hold them all in memory. It is replayed as archived:
+// a page that large is not rewritten anyway (maxRewriteSize is smaller).
+const streamBlock = 64 << 20
+
+// minStreamedMember is the smallest gzip member whose block can be over
+// streamBlock (deflate inflates at most about 1032 to 1): smaller ones are
+// read whole without a look at their header first.
+const minStreamedMember = streamBlock / 1032
+
+// blockOpener is an archive that can stream the blocks of the records it
+// holds (archive.Local; archive.Network for its own node's captures,
+// archive.ErrNotLocal for others', which are read whole).
+type blockOpener interface {
+	OpenBlock(c index.Capture) (*warc.Block, error)
+}
+
+// storedBody is the payload of a record too large to read whole. It is
+// read from the record's block each time it is served.
+type storedBody struct {
+	open func() (*warc.Block, error)
+	skip int64 // the HTTP header section before the payload
+	size int64 // the payload's length; -1 when it has chunked framing
+}
+
+// reader returns the payload from its start.
+func (sb *storedBody) reader() (io.ReadCloser, error) {
+	b, err := sb.open()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.CopyN(io.Discard, b, sb.skip); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if sb.size < 0 {
+		return struct {
+			io.Reader
+			io.Closer
+		}{httputil.NewChunkedReader(b), b}, nil
+	}
+	return b, nil
+}
+
+// openLarge returns c's response with a stored body when c is a response
+// or resource record of this node's whose block is over streamBlock, and
+// nil otherwise: the record is then read whole, which also reports what
+// may be wrong with it.
+func (s *Server) openLarge(c index.Capture) (*response, error) {
+	bo, ok := s.arc.(blockOpener)
+	if !ok || c.Length < minStreamedMember {
+		return nil, nil
+	}
+	b, err := bo.OpenBlock(c)
+	if err != nil {
+		return nil, nil
+	}
+	defer b.Close()
+	if b.Length <= streamBlock {
+		return nil, nil
+	}
+	open := func() (*warc.Block, error) { return bo.OpenBlock(c) }
+	switch b.Header.Get("WARC-Type") {
+	case warc.TypeResource:
+		h := http.Header{}
+		if ct := b.Header.Get("Content-Type"); ct != "" {
+			h.Set("Content-Type", ct)
+		}
+		return &response{status: http.StatusOK, header: h, body: &storedBody{open: open, size: b.Length}}, nil
+	case warc.TypeResponse:
+		section, err := headerSection(b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+		}
+		resp, err := parseHead(section, true)
+		if err != nil {
+			return nil, err
+		}
+		body := &storedBody{open: open, skip: int64(len(section)), size: b.Length - int64(len(section))}
+		if strings.Contains(strings.ToLower(resp.header.Get("Transfer-Encoding")), "chunked") {
+			body.size = -1
+		}
+		resp.body = body
+		return resp, nil
+	}
+	return nil, nil // a revisit's block is its headers: small, whatever its member's size
+}
+
+// maxHeaderSection bounds the HTTP header section of a streamed response.
+const maxHeaderSection = 1 << 20
+
+// headerSection reads an HTTP message's header section, through the blank
+// line that ends it, from r.
+func headerSection(r io.Reader) ([]byte, error) {
+	br := bufio.NewReader(io.LimitReader(r, maxHeaderSection))
+	var section []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		section = append(section, line...)
+		switch {
+		case err == nil:
+			// Only the line just read can end the section: looking at the
+			// whole section for each line would be quadratic.
+			if bytes.HasSuffix(section, []byte("\r\n\r\n")) || bytes.HasSuffix(section, []byte("\n\n")) {
+				return section, nil
+			}
+		case errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			return nil, fmt.Errorf("no end to the HTTP header section in its first %d bytes", len(section))
+		default:
+			return nil, err
+		}
+	}
+}
+
+// serveStored writes a stored body with the archived status. A 200 of
+// known length answers range requests, reading the block again from its
+// start for each (video players seek with them); anything else is written
+// whole. A read that fails partway — a block that does not match its
+// digest, cut short on disk — aborts the response, so that the client
+// never takes it for whole.
+func serveStored(w http.ResponseWriter, r *http.Request, status int, sb *storedBody) {
+	if status == http.StatusOK && sb.size >= 0 && w.Header().Get("Content-Encoding") == "" {
+		rs := &bodySeeker{sb: sb}
+		defer rs.Close()
+		http.ServeContent(w, r, "", time.Time{}, rs)
+		if rs.err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		return
+	}
+	body, err := sb.reader()
+	if err != nil {
+		http.Error(w, "This capture cannot be replayed: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer body.Close()
+	if sb.size >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(sb.size, 10))
+	}
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	if _, err := io.Copy(w, body); err != nil && r.Context().Err() == nil {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// bodySeeker is a stored body as an io.ReadSeeker for http.ServeContent:
+// a seek forward reads on to the offset, a seek back opens the block again.
+type bodySeeker struct {
+	sb     *storedBody
+	pos    int64 // where the next Read is to start
+	cur    io.ReadCloser
+	curPos int64 // where cur is
+	err    error // the failure that ended a read, if one did
+}
+
+func (bs *bodySeeker) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += bs.pos
+	case io.SeekEnd:
+		offset += bs.sb.size
+	default:
+		return 0, errors.New("replay: bad whence")
+	}
+	if offset < 0 {
+		return 0, errors.New("replay: seek before the start")
+	}
+	bs.pos = offset
+	return offset, nil
+}
+
+func (bs *bodySeeker) Read(p []byte) (int, error) {
+	if bs.pos >= bs.sb.size {
+		return 0, io.EOF
+	}
+	if bs.cur == nil || bs.curPos > bs.pos {
+		bs.Close()
+		cur, err := bs.sb.reader()
+		if err != nil {
+			bs.err = err
+			return 0, err
+		}
+		bs.cur, bs.curPos = cur, 0
+	}
+	if bs.curPos < bs.pos {
+		n, err := io.CopyN(io.Discard, bs.cur, bs.pos-bs.curPos)
+		bs.curPos += n
+		if err != nil {
+			bs.err = err
+			return 0, err
+		}
+	}
+	n, err := bs.cur.Read(p)
+	bs.curPos += int64(n)
+	bs.pos += int64(n)
+	if err != nil && !errors.Is(err, io.EOF) {
+		bs.err = err
+	}
+	return n, err
+}
+
+func (bs *bodySeeker) Close() error {
+	if bs.cur == nil {
+		return nil
+	}
+	err := bs.cur.Close()
+	bs.cur = nil
+	return err
+}

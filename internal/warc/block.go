@@ -1,0 +1,74 @@
+package warc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Block is a record's content block read as a stream from its segment, for
+// a reader of a record too large to hold in memory. When the block carries
+// a digest this package checks, Read withholds the block's last bytes until
+// they have been checked, and gives ErrDigestMismatch in their place if the
+// block does not match: a reader that copies the block out never passes on
+// a whole block that is not the one archived.
+type Block struct {
+	Header Header
+	Length int64 // the block's length, from the record's Content-Length
+
+	f      *os.File
+	r      *bufio.Reader
+	left   int64
+	digest blockDigest
+	check  bool
+	loc    Location
+	err    error // the first failure, given again to every later Read
+}
+
+// OpenBlock opens the block of the record at loc in dir. The caller closes it.
+func OpenBlock(dir string, loc Location) (*Block, error) {
+	f, br, wh, n, err := openAt(dir, loc)
+	if err != nil {
+		return nil, err
+	}
+	b := &Block{Header: wh, Length: n, f: f, r: br, left: n, loc: loc}
+	b.digest, b.check = newBlockDigest(wh)
+	return b, nil
+}
+
+// Read reads the block's next bytes; at its end, io.EOF.
+func (b *Block) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	if b.check {
+		b.digest.h.Write(p[:n])
+	}
+	if b.left == 0 && b.check {
+		if err := b.digest.check(); err != nil {
+			b.err = fmt.Errorf("%w: %s at offset %d", err, b.loc.Segment, b.loc.Offset)
+			return 0, b.err
+		}
+	}
+	if err != nil && b.left > 0 {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		b.err = fmt.Errorf("warc: %s at %d: content block cut off with %d of %d bytes unread: %w", b.loc.Segment, b.loc.Offset, b.left, b.Length, err)
+		return n, b.err
+	}
+	return n, nil
+}
+
+// Close closes the segment the block is read from.
+func (b *Block) Close() error { return b.f.Close() }
