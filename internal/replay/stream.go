@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
@@ -35,6 +36,13 @@ const minStreamedMember = streamBlock / 1032
 type blockOpener interface {
 	OpenBlock(c index.Capture) (*warc.Block, error)
 }
+
+// The archives a node replays stream: a change of signature must not turn
+// streaming off unnoticed.
+var (
+	_ blockOpener = (*archive.Local)(nil)
+	_ blockOpener = (*archive.Network)(nil)
+)
 
 // storedBody is the payload of a record too large to read whole. It is
 // read from the record's block each time it is served.
