@@ -129,7 +129,12 @@ func recordFacts(rec *warc.Record) copyFacts {
 	}
 	var f copyFacts
 	if rec.Type() == warc.TypeRevisit {
-		f.etag, f.lastModified = h.Get("ETag"), h.Get("Last-Modified")
+		// A revisit of a 2xx stands for a whole 2xx capture, and a 304 may
+		// send new validators; one of an error page (all of a site's 404s
+		// share a body) makes no revisit conditional, as noteVisit has it.
+		if status >= 200 && status < 300 || status == http.StatusNotModified {
+			f.etag, f.lastModified = h.Get("ETag"), h.Get("Last-Modified")
+		}
 		when, err := warc.ParseDate(rec.Header.Get("WARC-Refers-To-Date"))
 		uri, id := rec.Header.Get("WARC-Refers-To-Target-URI"), rec.Header.Get("WARC-Refers-To")
 		if err == nil && uri != "" && id != "" {
@@ -151,7 +156,7 @@ func recordFacts(rec *warc.Record) copyFacts {
 // holds its site next knows when to revisit it and what to compare with.
 // A node queues only the URLs of sites it holds (see queueDue).
 func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) error {
-	key := recrawl.KeyOf(cp.URL, cp.URLKey)
+	key := recrawl.Key(cp.URL)
 	old, had, err := recrawl.GetKey(b, key)
 	if err != nil {
 		return err

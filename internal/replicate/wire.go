@@ -30,7 +30,9 @@ import (
 //	uvarint status
 //
 // Every field of index.Capture travels except Node and the location
-// (Segment, Offset, Length), which only the receiver can know.
+// (Segment, Offset, Length), which only the receiver can know, and the
+// SimHash, which the receiver computes from the record (a revisit takes
+// its original's, when the receiver holds it; otherwise it has none).
 const (
 	// ContentType is the media type of a batch.
 	ContentType = "application/x-waggle-replicate"

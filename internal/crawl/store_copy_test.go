@@ -1,0 +1,97 @@
+package crawl
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// Every 404 page of a site has the same body, so all but the first are
+// identical-payload revisit records with status 404, carrying the error
+// page's ETag and Last-Modified. The fetching node drops those validators
+// (noteVisit: only a whole 2xx capture makes a revisit conditional), and
+// so does a node that receives the capture as a copy (replication,
+// anti-entropy, hand-over): its re-crawl sends no 404's validators.
+func TestCopiedErrorRevisitGivesNoValidators(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[string][]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked[r.URL.Path] = append(asked[r.URL.Path], r.Header.Get("If-None-Match"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("ETag", `"error-page"`)
+		w.Header().Set("Last-Modified", "Wed, 01 Jan 2020 00:00:00 GMT")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, "<html><body><h1>Not found</h1><p>The page you asked for is not here.</p></body></html>")
+	}))
+	defer srv.Close()
+	a, b := srv.URL+"/a-missing", srv.URL+"/b-missing"
+	src := testConfig(t, "", a)
+	src.IgnoreRobots = true
+	runCrawl(t, src)
+	src.Seeds = []string{b}
+	runCrawl(t, src)
+
+	caps := archived(t, src.Data)
+	var copies []Copy
+	srcDir := filepath.Join(src.Data, "warc")
+	for _, u := range []string{a, b} {
+		for _, cp := range caps[u] {
+			cp := cp
+			copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+		}
+	}
+	if bc := caps[b]; len(bc) != 1 || bc[0].Type != warc.TypeRevisit || bc[0].Status != http.StatusNotFound {
+		t.Fatalf("captures of %s: %+v; want one 404 revisit", b, bc)
+	}
+
+	srcDB, err := OpenDB(src.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	se, _, _ := recrawl.Get(srcDB, b)
+	srcDB.Close()
+
+	dst := testConfig(t, "")
+	dst.IgnoreRobots = true
+	c, stop := running(t, dst)
+	if _, err := c.Store(context.Background(), copies); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	dstDB, err := OpenDB(dst.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	de, ok, err := recrawl.Get(dstDB, b)
+	dstDB.Close()
+	if err != nil || !ok {
+		t.Fatalf("no entry for the copy of %s (%v)", b, err)
+	}
+	if de.ETag != se.ETag || de.LastModified != se.LastModified {
+		t.Errorf("%s (a 404): the fetching node's entry has validators %q %q, the copy's %q %q",
+			b, se.ETag, se.LastModified, de.ETag, de.LastModified)
+	}
+
+	mu.Lock()
+	asked = map[string][]string{}
+	mu.Unlock()
+	all := dst
+	all.RecrawlAll = true
+	runCrawl(t, all)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, inm := range asked["/b-missing"] {
+		if inm != "" {
+			t.Errorf("the holder of the copy re-crawled /b-missing, whose last capture was a 404, with If-None-Match %q", inm)
+		}
+	}
+}
