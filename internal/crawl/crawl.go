@@ -270,6 +270,11 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 // RecrawlAll) and, in a continuous crawl, starts queueing URLs as they
 // fall due.
 func (c *Crawler) queueRevisits(ctx context.Context) {
+	if n, err := c.rekeyEntries(ctx); err != nil {
+		c.cfg.Logger.Warn("re-crawl: cannot move the URLs' entries to their keys", "err", err)
+	} else if n > 0 {
+		c.cfg.Logger.Info("re-crawl: moved URLs' entries to their keys", "urls", n)
+	}
 	if n, err := c.scheduleFromIndex(ctx); err != nil {
 		c.cfg.Logger.Warn("re-crawl: cannot schedule the archive's URLs", "err", err)
 	} else if n > 0 {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -96,12 +95,7 @@ func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string) *revisi
 // come back.
 func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now time.Time) error {
 	u := r.lease.URL
-	key := ""
-	if cp != nil && cp.URL == u {
-		key = recrawl.KeyOf(u, cp.URLKey) // the SURT key is known: no parsing
-	} else {
-		key = recrawl.Key(u)
-	}
+	key := recrawl.Key(u)
 	var old recrawl.Entry
 	had := false
 	// A URL that is its key's own form (no session ID, parameters in order)
@@ -109,7 +103,7 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 	// entry there is a variant's, which it replaces (its due key is left
 	// for queueDue to drop). Every other visit reads the entry first, so
 	// that a variant never takes over its page's.
-	if r.lease.Revisit || cp == nil || !strings.EqualFold(u, key) {
+	if r.lease.Revisit || cp == nil || u != key {
 		var err error
 		if old, had, err = recrawl.GetKey(b, key); err != nil {
 			return err
@@ -125,7 +119,10 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 	}
 	switch {
 	case cp == nil && had:
-		// Nothing learnt of the page: try again after its interval.
+		// Nothing learnt of the page: try again after its interval, within
+		// the rules as they are now (a URL queued when they changed was
+		// left to take them at this visit).
+		e.State = rebound(policy, e.State)
 	case cp == nil:
 		e.State, _ = policy.First(now)
 	default:
@@ -188,12 +185,22 @@ func (c *Crawler) rescheduleLease(b *pebble.Batch, l frontier.Lease, now time.Ti
 		return err
 	}
 	old := e
+	policy := c.cfg.Schedules.For(l.URL)
+	e.State = rebound(policy, e.State)
 	interval := e.State.Interval
 	if interval <= 0 {
-		interval = c.cfg.Schedules.For(l.URL).Default
+		interval = policy.Default
 	}
 	e.Due = now.Add(schedule.Jitter(l.URL, interval))
 	return recrawl.Put(b, &old, e)
+}
+
+// rebound returns s with its interval within p's bounds.
+func rebound(p schedule.Policy, s schedule.State) schedule.State {
+	if r, ok := p.Rebound(s); ok {
+		return r
+	}
+	return s
 }
 
 // queueDue queues the URLs due by before and returns how many.
@@ -233,6 +240,7 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 					// Another node holds the host now; its schedule is its own.
 					// Keep the entry for when the host comes back.
 					old := e
+					e.State = rebound(c.cfg.Schedules.For(e.URL), e.State)
 					e.Due = now.Add(schedule.Jitter(e.URL, max(e.State.Interval, time.Hour)))
 					if err := recrawl.Put(b, &old, e); err != nil {
 						return err
@@ -282,6 +290,61 @@ func (c *Crawler) validators(cp, orig index.Capture) (etag, lastModified string)
 		}
 	}
 	return "", ""
+}
+
+// keysKey holds the form of recrawl.Key the entries are stored under:
+// keysVersion since paths kept their case and trailing slash (before, they
+// took the SURT key's, which made "/dir" and "/dir/" one entry).
+const (
+	keysKey     = "k/recrawl-keys"
+	keysVersion = "2"
+)
+
+// rekeyEntries moves the entries stored under an earlier form of
+// recrawl.Key to their key now, once per database, and returns how many
+// it moved. It costs one read once done.
+func (c *Crawler) rekeyEntries(ctx context.Context) (int, error) {
+	if v, closer, err := c.db.Get([]byte(keysKey)); err == nil {
+		done := string(v) == keysVersion
+		closer.Close()
+		if done {
+			return 0, nil
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return 0, fmt.Errorf("crawl: %w", err)
+	}
+	moved := 0
+	for after := ""; ; {
+		es, err := recrawl.Entries(c.db, after, recrawlBatch)
+		if err != nil {
+			return moved, err
+		}
+		last := len(es) < recrawlBatch
+		err = c.Update(ctx, func(b *pebble.Batch) error {
+			for _, listed := range es {
+				e, ok, err := recrawl.GetKey(b, listed.Key) // a visit may have changed it since
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
+				if did, err := recrawl.Rekey(b, e); err != nil {
+					return err
+				} else if did {
+					moved++
+				}
+			}
+			if last {
+				return b.Set([]byte(keysKey), []byte(keysVersion), nil)
+			}
+			return nil
+		})
+		if err != nil || last {
+			return moved, err
+		}
+		after = es[len(es)-1].Key
+	}
 }
 
 // rulesKey holds the re-crawl rules (Config.Schedules) the archive's URLs

@@ -11,9 +11,8 @@
 //	v/u/<key>                               → entry
 //	v/d/<due, Unix seconds BE u64><key>     → ""     due queue
 //
-// Entries are per Key: URLs that differ only in what SURT leaves out of
-// a path (a session ID, the order of query parameters) are one resource,
-// visited once per schedule.
+// Entries are per Key: URLs that differ only in a session ID or the order
+// of their query parameters are one resource, visited once per schedule.
 // An entry whose URL is queued for its visit has no due key: the visit's
 // commit writes it again with the next due time.
 package recrawl
@@ -114,40 +113,37 @@ func (e *Entry) SetLinks(urls []string) {
 	e.Links = slices.Compact(hs)
 }
 
-// Key is the identity of url's entry: its scheme and host as they are,
-// then the path and query of its SURT key, or url itself when it has none.
-// The host stays whole because example.com often only redirects to
-// www.example.com: one resource per name, but the same resource whatever
-// session ID or parameter order the path carries. The host is taken from
-// the canonical URL, so that a default port, a fragment or credentials do
-// not make a second entry for the same resource.
+// Key is the identity of url's entry: the canonical URL without the
+// session IDs the frontier leaves out (urlkey.WithoutSessionIDs) and with
+// its query parameters in order. One resource whatever session ID or
+// parameter order its address carries; but paths and queries keep their
+// case and their trailing slash, unlike a SURT key's: "/news" and
+// "/news/", "?id=Ab" and "?id=ab" are different resources, crawled as
+// different URLs, often with different validators — and "/dir" usually
+// only redirects to "/dir/". The host stays whole too, because
+// example.com often only redirects to www.example.com. A URL that is not
+// http or https is its own key.
 func Key(url string) string {
 	c, err := urlkey.Canonical("", url)
-	if err != nil {
+	if err != nil || !strings.HasPrefix(c, "http://") && !strings.HasPrefix(c, "https://") {
 		return url
 	}
-	k, err := urlkey.SURT(c)
-	scheme, _, ok := strings.Cut(c, "://")
-	i := strings.Index(k, ")")
-	if err != nil || !ok || i < 0 {
-		return url
+	c = urlkey.WithoutSessionIDs(c)
+	base, query, ok := strings.Cut(c, "?")
+	if !ok {
+		return c
 	}
-	return scheme + "://" + urlkey.Host(c) + k[i+1:]
-}
-
-// KeyOf is Key for a canonical URL whose SURT key is known: it costs no
-// parsing.
-func KeyOf(url, surt string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	i := strings.Index(surt, ")")
-	if !ok || i < 0 {
-		return Key(url)
+	var args []string
+	for a := range strings.SplitSeq(query, "&") {
+		if a != "" {
+			args = append(args, a)
+		}
 	}
-	host := rest
-	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-		host = rest[:j]
+	if len(args) == 0 {
+		return base
 	}
-	return scheme + "://" + host + surt[i+1:]
+	slices.Sort(args)
+	return base + "?" + strings.Join(args, "&")
 }
 
 // Get returns the entry of url. r is the database or an indexed batch.
@@ -218,6 +214,30 @@ func Put(b *pebble.Batch, old *Entry, e Entry) error {
 		}
 	}
 	return nil
+}
+
+// Rekey stages into b the move of e to Key(e.URL), if it is stored under
+// another key (an earlier form of Key), and reports whether it was. When
+// that key has an entry already, e is dropped instead: the entry stored
+// under the URL's own key has the better claim. b is an indexed batch.
+func Rekey(b *pebble.Batch, e Entry) (bool, error) {
+	key := Key(e.URL)
+	if key == e.Key {
+		return false, nil
+	}
+	if err := b.Delete(entryKey(e.Key), nil); err != nil {
+		return false, fmt.Errorf("recrawl: %w", err)
+	}
+	if !e.Due.IsZero() {
+		if err := b.Delete(dueKey(e.Due, e.Key), nil); err != nil {
+			return false, fmt.Errorf("recrawl: %w", err)
+		}
+	}
+	if _, ok, err := GetKey(b, key); err != nil || ok {
+		return true, err
+	}
+	e.Key = key
+	return true, Put(b, nil, e)
 }
 
 // Take stages into b that e is queued for its visit: it leaves the due

@@ -273,7 +273,6 @@ func TestKey(t *testing.T) {
 		{"http://www.x.test/a;jsessionid=" + sid, "http://www.x.test/a"},
 		{"http://www.x.test/a?jsessionid=" + sid + "&q=1", "http://www.x.test/a?q=1"},
 		{"http://www.x.test/a?b=1&a=2", "http://www.x.test/a?a=2&b=1"},
-		{"http://www.x.test/a/", "http://www.x.test/a"},
 		{"http://www.x.test:80/a", "http://www.x.test/a"},
 		{"HTTP://WWW.X.TEST/a", "http://www.x.test/a"},
 		{"http://user:pw@www.x.test/a", "http://www.x.test/a"},
@@ -292,6 +291,11 @@ func TestKey(t *testing.T) {
 		{"http://www.x.test/a", "http://www.x.test/b"},
 		{"http://www.x.test/a?q=1", "http://www.x.test/a?q=2"},
 		{"http://www.x.test/a?q=1", "http://www.x.test/a"},
+		// Paths and queries are case-sensitive, and a directory's address
+		// without its slash usually only redirects to it.
+		{"http://www.x.test/a/", "http://www.x.test/a"},
+		{"http://www.x.test/News", "http://www.x.test/news"},
+		{"http://www.x.test/v?id=Ab3", "http://www.x.test/v?id=ab3"},
 		// Only session IDs of the length IA strips are dropped.
 		{"http://www.x.test/a;jsessionid=ABC", "http://www.x.test/a"},
 	}
