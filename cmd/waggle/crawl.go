@@ -168,8 +168,15 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 }
 
 func progressLine(s crawl.Stats) string {
-	line := fmt.Sprintf("pages %d (+%d new)  %s fetched  %s stored  %.1f pages/s  queue %d  hosts %d  errors %d  robots-blocked %d",
-		s.Captures, s.New, humanBytes(s.Bytes), humanBytes(s.Stored), s.PerSec, s.Queued, s.Hosts, s.Errors, s.Robots)
+	line := fmt.Sprintf("pages %d (+%d new)  %s fetched  %s stored  %.1f pages/s  queue %d  hosts %d  errors %d",
+		s.Captures, s.New, humanBytes(s.Bytes), humanBytes(s.Stored), s.PerSec, s.Queued, s.Hosts, s.Errors)
+	if s.Deferred > 0 {
+		line += fmt.Sprintf(" (%d to retry at the next run)", s.Deferred)
+	}
+	line += fmt.Sprintf("  robots-blocked %d", s.Robots)
+	if s.Retried > 0 {
+		line += fmt.Sprintf("  retried %d from the last run", s.Retried)
+	}
 	if r := s.NotModified + s.Unchanged + s.Duplicates; r > 0 {
 		line += fmt.Sprintf("  revisits %d (not-modified %d, unchanged %d, duplicate %d)", r, s.NotModified, s.Unchanged, s.Duplicates)
 	}
@@ -183,6 +190,8 @@ func summaryJSON(s crawl.Stats, data string) map[string]any {
 		"new":              s.New,
 		"bytes":            s.Bytes,
 		"errors":           s.Errors,
+		"deferred":         s.Deferred,
+		"retried":          s.Retried,
 		"robots_blocked":   s.Robots,
 		"queued":           s.Queued,
 		"hosts":            s.Hosts,

@@ -135,7 +135,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 		}
 		switch {
 		case !r.hasLease || r.resp != nil:
-		case r.outcome == "error" || r.outcome == "robots" || r.outcome == "recovered":
+		case r.outcome == "error" || r.outcome == "retry" || r.outcome == "robots" || r.outcome == "recovered":
 			if err := c.noteVisit(b, r, nil, now); err != nil {
 				return err
 			}
@@ -155,6 +155,10 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 				return fmt.Errorf("crawl: route: %w", err)
 			}
 			continue
+		case r.outcome == "retry":
+			if err := c.front.Defer(b, r.lease); err != nil {
+				return fmt.Errorf("crawl: frontier: %w", err)
+			}
 		case r.hasLease && r.outcome != "cancelled":
 			if err := c.front.Done(b, r.lease); err != nil {
 				return fmt.Errorf("crawl: frontier: %w", err)

@@ -305,6 +305,7 @@ func (c *Crawler) Stats() Stats {
 	fs := c.front.Stats()
 	s.Queued = fs.Queued
 	s.Hosts = fs.Hosts
+	s.Retried = int64(fs.Retried)
 	return s
 }
 

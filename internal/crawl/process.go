@@ -32,7 +32,7 @@ type result struct {
 	companions []*warc.Record            // its request record, and metadata record when there are outlinks (concurrent to record)
 	outlinks   []extract.Outlink         // everything found, for the metadata record
 	queue      []frontier.Item           // the in-scope subset to add to the frontier
-	outcome    string                    // why there is no capture: "robots", "error", "forbidden", "forward"
+	outcome    string                    // why there is no capture: "robots", "error", "retry", "forbidden", "forward"
 	forward    string                    // the node the lease is handed to, for "forward"
 	ack        chan<- error              // for Submit, Accept and AddSeeds: told when committed
 	seeds      []string                  // seeds to record (Submit, Accept, AddSeeds)
@@ -92,6 +92,15 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 			r.outcome = "forbidden"
 			return r, nil, nil
 		}
+		if !d.Allowed && fetch.Transient(d.Err) {
+			// The host is down, not disallowing: RFC 9309 has the URL
+			// wait, not dropped.
+			log.Warn("robots.txt unreachable; the URL is tried again at the next run", "err", d.Err)
+			c.stats.errors.Add(1)
+			c.stats.deferred.Add(1)
+			r.outcome = "retry"
+			return r, nil, nil
+		}
 		if !d.Allowed {
 			log.Debug("robots.txt disallows", "reason", d.Reason)
 			c.stats.robots.Add(1)
@@ -105,12 +114,19 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 			r.outcome = "cancelled"
 			return r, nil, nil
 		}
-		r.outcome = "error"
-		if errors.Is(err, fetch.ErrForbiddenAddress) {
-			r.outcome = "forbidden"
-		}
-		log.Warn("fetch failed", "err", err)
 		c.stats.errors.Add(1)
+		switch {
+		case errors.Is(err, fetch.ErrForbiddenAddress):
+			r.outcome = "forbidden"
+			log.Warn("fetch failed", "err", err)
+		case fetch.Transient(err):
+			r.outcome = "retry"
+			c.stats.deferred.Add(1)
+			log.Warn("fetch failed; the URL is tried again at the next run", "err", err)
+		default:
+			r.outcome = "error"
+			log.Warn("fetch failed", "err", err)
+		}
 		return r, nil, nil
 	}
 	return r, resp, prev

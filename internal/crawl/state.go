@@ -247,7 +247,12 @@ type Stats struct {
 	New      int64 // captures made by this run
 	Bytes    int64 // raw response bytes archived by this run
 	Errors   int64 // fetches that failed
-	Robots   int64 // URLs not fetched because robots.txt disallows them
+	// Deferred counts the failed fetches (of Errors) that may succeed
+	// later — the host or the network was down — whose URLs are queued
+	// again at the next run; Retried, those an earlier run deferred that
+	// this one queued again.
+	Deferred, Retried int64
+	Robots            int64 // URLs not fetched because robots.txt disallows them
 	// Recovered counts URLs not fetched because another node had archived
 	// them (Config.Recover).
 	Recovered int64
@@ -273,6 +278,7 @@ type counters struct {
 	base            state        // as loaded at Open
 	captures, bytes atomic.Int64
 	errors, robots  atomic.Int64
+	deferred        atomic.Int64
 	recovered       atomic.Int64
 	notModified     atomic.Int64
 	unchanged       atomic.Int64
@@ -293,6 +299,7 @@ func (c *counters) snapshot() Stats {
 		New:       c.captures.Load(),
 		Bytes:     c.bytes.Load(),
 		Errors:    c.errors.Load(),
+		Deferred:  c.deferred.Load(),
 		Robots:    c.robots.Load(),
 		Recovered: c.recovered.Load(),
 

@@ -45,6 +45,30 @@ import (
 // non-public networks when Config.AllowPrivate is off.
 var ErrForbiddenAddress = errors.New("fetch: address not allowed")
 
+// Transient reports whether a fetch failed for a reason that may pass: the
+// server, or the proxy, could not be reached, broke the connection, or did
+// not answer in time; a name server failed. A refusal, a name that does
+// not exist, a response over the limits or malformed, too many redirects
+// or a certificate that does not verify are not: asking again would give
+// the same answer.
+func Transient(err error) bool {
+	switch {
+	case err == nil, errors.Is(err, ErrForbiddenAddress):
+		return false
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.ETIMEDOUT),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	}
+	if dns, ok := errors.AsType[*net.DNSError](err); ok {
+		return dns.IsTimeout || dns.IsTemporary
+	}
+	// Not any net.Error: *url.Error is one, and wraps every failure of an
+	// HTTP request, permanent ones included.
+	ne, ok := errors.AsType[net.Error](err)
+	return ok && ne.Timeout()
+}
+
 // Config configures a Fetcher; zero values mean the defaults listed.
 type Config struct {
 	UserAgent       string

@@ -92,6 +92,9 @@ type Stats struct {
 	Hosts    int            // hosts known
 	Seen     int            // URLs ever queued in this process's view (restored at Open)
 	Dropped  map[string]int // URLs not queued, by reason
+	// Retried counts the URLs deferred by an earlier run (Defer) that Open
+	// queued again.
+	Retried int
 }
 
 // recentSize is the number of slots of the recently-seen cache (8 MiB).
@@ -214,6 +217,9 @@ func (f *Frontier) load() error {
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := f.requeueDeferred(); err != nil {
 		return err
 	}
 	err = f.scan("f/q/", func(k, v []byte) error {
@@ -443,6 +449,44 @@ func (f *Frontier) Done(b *pebble.Batch, l Lease) error {
 	f.mu.Lock()
 	f.stagedDones = append(f.stagedDones, l)
 	f.mu.Unlock()
+	return nil
+}
+
+// Defer stages into b that a fetched lease failed for a reason that may
+// pass (the network or the server was down): it leaves the queue, as with
+// Done, and is kept aside until the frontier is next opened, when it is
+// queued again. A run does not retry it at once (the outage would fail it
+// again in a loop), and its URL, seen already, is not lost to the archive.
+func (f *Frontier) Defer(b *pebble.Batch, l Lease) error {
+	if err := b.Set(deferKey(l.key), encodeItem(l.Item), nil); err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	return f.Done(b, l)
+}
+
+// deferKey is where a deferred lease is kept: its queue key under f/d/.
+func deferKey(queueKey []byte) []byte {
+	return append([]byte("f/d/"), queueKey[len("f/q/"):]...)
+}
+
+// requeueDeferred moves the leases deferred by an earlier run back into
+// the queue, under the queue keys they had.
+func (f *Frontier) requeueDeferred() error {
+	b := f.db.NewBatch()
+	defer b.Close()
+	err := f.scan("f/d/", func(k, v []byte) error {
+		f.stats.Retried++
+		if err := b.Set(append([]byte("f/q/"), k[len("f/d/"):]...), v, nil); err != nil {
+			return err
+		}
+		return b.Delete(k, nil)
+	})
+	if err != nil || b.Empty() {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
 	return nil
 }
 

@@ -1,0 +1,56 @@
+package crawl
+
+import (
+	"testing"
+
+	"github.com/waggle-archive/waggle/internal/websim"
+)
+
+// A fetch that fails for a reason that may pass (here the proxy, standing
+// for the network, is down for the first run) is not dropped: running the
+// same command again, the documented way to resume, fetches it, and what
+// it links to.
+func TestFailedFetchesAreRetriedOnTheNextRun(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 5, Hosts: 2, Pages: 20})
+	// A proxy address nothing listens on: every fetch fails to connect.
+	down := startWebDown(t)
+	cfg := testConfig(t, down, web.Seeds()[0])
+	cfg.IgnoreRobots = true
+	s1 := runCrawl(t, cfg)
+	if s1.Errors == 0 || s1.Deferred != s1.Errors {
+		t.Fatalf("first run: %d fetches failed, %d deferred; want all deferred (%+v)", s1.Errors, s1.Deferred, s1)
+	}
+	again := cfg
+	again.Proxy = srv.URL()
+	s2 := runCrawl(t, again)
+	if s2.Retried != s1.Deferred || s2.New < 2 {
+		t.Errorf("the network is back, the same crawl run again archived nothing: "+
+			"the %d URLs whose fetch failed are never retried (first run %+v, second %+v)", s1.Errors, s1, s2)
+	}
+}
+
+func startWebDown(t *testing.T) string {
+	t.Helper()
+	_, srv := startWeb(t, websim.Config{Seed: 1, Hosts: 1, Pages: 1})
+	u := srv.URL()
+	srv.Close() // the port is now closed
+	return u
+}
+
+// The same through robots.txt: with the network down, the seed's robots.txt
+// cannot be fetched. That is an error, not a disallow, and the seed waits
+// for the next run instead of being dropped.
+func TestSeedLostToAnOutageIsNotPoisoned(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 5, Hosts: 2, Pages: 20})
+	cfg := testConfig(t, startWebDown(t), web.Seeds()[0])
+	s1 := runCrawl(t, cfg)
+	if s1.Errors != 1 || s1.Deferred != 1 || s1.Robots != 0 {
+		t.Errorf("first run (network down): errors %d, deferred %d, robots-blocked %d; want 1, 1, 0", s1.Errors, s1.Deferred, s1.Robots)
+	}
+	again := cfg
+	again.Proxy = srv.URL()
+	again.IgnoreRobots = true
+	if s2 := runCrawl(t, again); s2.New == 0 {
+		t.Errorf("network back, robots ignored: the same crawl run again archived nothing (%+v)", s2)
+	}
+}
