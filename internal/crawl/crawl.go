@@ -263,7 +263,28 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
+	if err == nil && c.cfg.RecrawlAll && s.Queued == 0 {
+		if derr := c.db.Delete([]byte(recrawlAllKey), pebble.Sync); derr != nil {
+			err = fmt.Errorf("crawl: %w", derr)
+		}
+	}
 	return s, err
+}
+
+// recrawlAllKey is present while the URLs a --recrawl-all run queued are
+// not all visited: set once they are all queued, removed when a run ends
+// with nothing left in the frontier.
+const recrawlAllKey = "k/recrawl-all"
+
+// resumingRecrawlAll reports whether a --recrawl-all run was stopped
+// after it had queued every URL and before it visited them all.
+func (c *Crawler) resumingRecrawlAll() bool {
+	_, closer, err := c.db.Get([]byte(recrawlAllKey))
+	if err != nil {
+		return false
+	}
+	closer.Close()
+	return c.front.Stats().Queued > 0
 }
 
 // queueRevisits queues the URLs due for a visit (all of them with
@@ -286,13 +307,24 @@ func (c *Crawler) queueRevisits(ctx context.Context) {
 		c.cfg.Logger.Info("re-crawl: rescheduled URLs under the re-crawl rules", "urls", n)
 	}
 	before := time.Now()
-	if c.cfg.RecrawlAll {
+	all := c.cfg.RecrawlAll && !c.resumingRecrawlAll()
+	if all {
 		before = time.Unix(1<<40, 0)
+	} else if c.cfg.RecrawlAll {
+		// Every URL was queued when the run that was stopped began: those
+		// it visited have their next visit scheduled, the rest are still
+		// queued. Queueing everything again would visit the former twice.
+		c.cfg.Logger.Info("re-crawl: resuming an interrupted --recrawl-all: the URLs it has not visited yet are still queued")
 	}
 	if n, err := c.queueDue(ctx, before); err != nil {
 		c.cfg.Logger.Warn("re-crawl: cannot queue due URLs", "err", err)
 	} else {
 		c.cfg.Logger.Info("re-crawl: queued URLs due for a visit", "urls", n)
+		if all {
+			if err := c.db.Set([]byte(recrawlAllKey), nil, pebble.Sync); err != nil {
+				c.cfg.Logger.Warn("re-crawl: cannot record that every URL is queued", "err", err)
+			}
+		}
 	}
 	if c.cfg.Continuous {
 		go c.pumpDue(ctx)

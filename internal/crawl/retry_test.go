@@ -1,6 +1,12 @@
 package crawl
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/waggle-archive/waggle/internal/websim"
@@ -52,5 +58,63 @@ func TestSeedLostToAnOutageIsNotPoisoned(t *testing.T) {
 	again.IgnoreRobots = true
 	if s2 := runCrawl(t, again); s2.New == 0 {
 		t.Errorf("network back, robots ignored: the same crawl run again archived nothing (%+v)", s2)
+	}
+}
+
+// A --recrawl-all run stopped partway and run again visits the URLs it had
+// not visited yet, and not again those it had: every URL ends with one
+// capture from the first crawl and one from the re-crawl.
+func TestInterruptedRecrawlAllResumes(t *testing.T) {
+	const pages = 40
+	var hits atomic.Int64
+	stop := make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == pages+10 { // ten fetches into the re-crawl
+			once.Do(func() { close(stop) })
+		}
+		w.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/" {
+			for i := range pages - 1 {
+				fmt.Fprintf(w, `<a href="/p%d">p%d</a> `, i, i)
+			}
+			return
+		}
+		fmt.Fprintf(w, "<html><body><p>page %s</p></body></html>", r.URL.Path)
+	}))
+	defer srv.Close()
+	cfg := testConfig(t, "", srv.URL+"/")
+	cfg.IgnoreRobots = true
+	cfg.Workers = 2
+	runCrawl(t, cfg)
+	if n := len(archived(t, cfg.Data)); n != pages {
+		t.Fatalf("first crawl: %d URLs archived, want %d", n, pages)
+	}
+
+	all := cfg
+	all.RecrawlAll = true
+	c, err := Open(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	if _, err := c.Run(ctx); err == nil {
+		t.Fatal("the re-crawl was not stopped partway")
+	}
+	c.Close()
+	caps := archived(t, cfg.Data)
+	revisited := 0
+	for _, cs := range caps {
+		revisited += len(cs) - 1
+	}
+	if revisited == 0 || revisited >= pages {
+		t.Fatalf("fixture: the stopped re-crawl revisited %d of %d URLs", revisited, pages)
+	}
+	runCrawl(t, all)
+	for u, cs := range archived(t, cfg.Data) {
+		if len(cs) != 2 {
+			t.Errorf("%s: %d captures after a first crawl and a --recrawl-all stopped and resumed, want 2", u, len(cs))
+		}
 	}
 }
