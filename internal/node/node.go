@@ -186,9 +186,10 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	n = &Node{cfg: cfg, log: log, start: time.Now(), seedSynced: map[string]bool{}}
+	opened := n // every "return nil, err" below sets n to nil before this runs
 	defer func() {
 		if err != nil {
-			n.close()
+			opened.close()
 		}
 	}()
 	if err := os.MkdirAll(cfg.Crawl.Data, 0o755); err != nil {
