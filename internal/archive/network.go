@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -47,7 +48,12 @@ type NetworkConfig struct {
 	// its answer — before the headers, or while one is read — before it is
 	// taken for unavailable (default DefaultAnswerTimeout).
 	AnswerTimeout time.Duration
-	Logger        *slog.Logger // nil: log nothing
+	// Damaged, if set, is called with a capture of this node's whose
+	// record could not be read (not for want of the file: its bytes are
+	// damaged) while another node's copy could: the caller may drop it, to
+	// have repair copy it back.
+	Damaged func(index.Capture)
+	Logger  *slog.Logger // nil: log nothing
 }
 
 // DefaultAnswerTimeout is NetworkConfig.AnswerTimeout's default. A node
@@ -86,6 +92,7 @@ type Network struct {
 	owner   func(site string) (id, addr string, ok bool)
 	members func() []Node
 	timeout time.Duration // NetworkConfig.AnswerTimeout
+	damaged func(index.Capture)
 	log     *slog.Logger
 }
 
@@ -99,7 +106,8 @@ func NewNetwork(cfg NetworkConfig) *Network {
 	if timeout <= 0 {
 		timeout = DefaultAnswerTimeout
 	}
-	return &Network{local: cfg.Local, self: cfg.Self, client: cfg.Client, owner: cfg.Owner, members: cfg.Members, timeout: timeout, log: log}
+	return &Network{local: cfg.Local, self: cfg.Self, client: cfg.Client, owner: cfg.Owner, members: cfg.Members, timeout: timeout,
+		damaged: cfg.Damaged, log: log}
 }
 
 var _ Archive = (*Network)(nil)
@@ -296,13 +304,70 @@ func (n *Network) ByDigest(ctx context.Context, c index.Capture, digest string) 
 
 // Record reads c's record from the node c came from, checking that it is
 // one whole gzip member of c.Length bytes, that its block digest matches,
-// and that it is the record c names.
+// and that it is the record c names. When that copy cannot be read —
+// damaged on disk, or its node away — the record is read from another
+// node that holds it, if one does; the first failure is the answer when
+// none does.
 func (n *Network) Record(ctx context.Context, c index.Capture) (*warc.Record, error) {
+	rec, err := n.recordOn(ctx, c)
+	if err == nil || ctx.Err() != nil || c.RecordID == "" {
+		return rec, err
+	}
+	if rec, ok := n.recordElsewhere(ctx, c, err); ok {
+		return rec, nil
+	}
+	return nil, err
+}
+
+// recordOn reads c's record from the node c came from.
+func (n *Network) recordOn(ctx context.Context, c index.Capture) (*warc.Record, error) {
 	if c.Node == "" || c.Node == n.self {
 		return n.local.Record(ctx, c)
 	}
 	_, rec, err := n.fetch(ctx, c)
 	return rec, err
+}
+
+// recordElsewhere reads the record c names from a node other than c's,
+// this one first: a copy replication or repair made, at its own location.
+func (n *Network) recordElsewhere(ctx context.Context, c index.Capture, failure error) (*warc.Record, bool) {
+	tried := c.Node
+	if tried == "" {
+		tried = n.self
+	}
+	ids := []string{n.self}
+	for _, m := range n.others(tried) {
+		ids = append(ids, m.ID)
+	}
+	for _, id := range ids {
+		if id == tried {
+			continue
+		}
+		var cp index.Capture
+		err := n.CapturesOn(ctx, id, c.URLKey, func(o index.Capture) (bool, error) {
+			if o.RecordID != c.RecordID {
+				return true, nil
+			}
+			cp = o
+			return false, nil
+		})
+		if err != nil || cp.RecordID == "" {
+			continue
+		}
+		cp.Node = id
+		rec, err := n.recordOn(ctx, cp)
+		if err != nil {
+			continue
+		}
+		n.log.Warn("archive: a capture's copy could not be read; read another node's", "url", c.URL, "node", tried, "from", id, "err", failure)
+		if _, missing := errors.AsType[*fs.PathError](failure); tried == n.self && !missing && n.damaged != nil {
+			local := c
+			local.Node = ""
+			n.damaged(local)
+		}
+		return rec, true
+	}
+	return nil, false
 }
 
 // OpenBlock opens the block of c's record to be read as a stream when this

@@ -144,7 +144,7 @@ func reconcileSegments(db *pebble.DB, dir string, log *slog.Logger, dropLost boo
 				return err
 			}
 		case fi.Size() < end:
-			return fmt.Errorf("crawl: segment %s is %d bytes but %d were committed: the disk lost data; check it, then run `waggle index verify`", name, fi.Size(), end)
+			return fmt.Errorf("crawl: segment %s is %d bytes but %d were committed: the disk lost data: check it, and restore the segment from a backup (a node of a network with replicas drops the lost captures instead, and copies them back from the others)", name, fi.Size(), end)
 		}
 	}
 	for name, end := range ends {
@@ -234,7 +234,8 @@ func truncateSync(path string, size int64) error {
 	}
 	// The committed part is not read back: it was synced before its
 	// commit, and cutting it at a damaged record would lose every record
-	// after that one. Damage is for reads and `waggle index verify` to find.
+	// after that one. Damage is for reads to find (archive.Network reads
+	// another node's copy, and the node drops its own for repair).
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("crawl: %w", err)
 	}

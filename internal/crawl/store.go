@@ -345,3 +345,25 @@ func haveRecord(b *pebble.Batch, id string, cp *index.Capture) (bool, error) {
 	}
 	return index.HasRecord(b, cp.URLKey, cp.Time, id)
 }
+
+// DropDamaged removes capture cp from the index, if it is still there at
+// the location given, because its record there is damaged and another
+// node holds a good copy: the capture then reads as missing here, and
+// repair (anti-entropy) copies it back, to a new location. The damaged
+// bytes stay where they are, unindexed, until compaction.
+func (c *Crawler) DropDamaged(ctx context.Context, cp index.Capture) error {
+	dropped := false
+	err := c.Update(ctx, func(b *pebble.Batch) error {
+		cur, ok, err := index.Lookup(b, cp.URLKey, cp.Time)
+		if err != nil || !ok || cur.RecordID != cp.RecordID || cur.Segment != cp.Segment || cur.Offset != cp.Offset {
+			return err // gone, or moved (repaired, compacted) meanwhile
+		}
+		dropped = true
+		return index.Delete(b, cur)
+	})
+	if err == nil && dropped {
+		c.cfg.Logger.Error("a record was found damaged: its capture leaves the index until a copy comes back from another node",
+			"url", cp.URL, "segment", cp.Segment, "offset", cp.Offset)
+	}
+	return err
+}

@@ -330,6 +330,7 @@ func (n *Node) openNetwork(ctx context.Context) error {
 		Client:  n.client,
 		Owner:   n.owner,
 		Members: n.liveNodes,
+		Damaged: n.dropDamaged,
 		Logger:  n.log,
 	})
 	n.arc, n.exported = n.net, exportedNetwork{n.net}
@@ -476,6 +477,19 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 // close releases what Open acquired.
+// dropDamaged has a capture whose record here is damaged, while another
+// node holds a good copy, copied back by repair (crawl.DropDamaged). It
+// is called from a replay request, which does not wait for it.
+func (n *Node) dropDamaged(c index.Capture) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := n.crawl.DropDamaged(ctx, c); err != nil {
+			n.log.Warn("cannot drop a damaged capture for repair", "url", c.URL, "err", err)
+		}
+	}()
+}
+
 func (n *Node) close() {
 	if n.members != nil {
 		n.members.Close()

@@ -1,0 +1,95 @@
+package node
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/websim"
+)
+
+// A capture whose record is damaged on the owner of its site (bit rot:
+// bytes flipped inside its gzip member) is replayed from another node's
+// copy, through any node; and the owner, having found its copy damaged
+// when reading it, drops it and gets it back from the others by repair.
+func TestDamagedRecordIsReadElsewhereAndRepaired(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+	nodes, cfgs := startNetwork(t, 3, srv.URL())
+	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	waitCopies(t, 3, nodes...)
+
+	// A response capture of a site nodes[0] owns, as nodes[0] indexes it.
+	var victim index.Capture
+	err := nodes[0].local.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
+		id, _, ok := nodes[0].owner(urlkey.SiteOfKey(c.URLKey))
+		if ok && id == nodes[0].ID() && c.Length > 600 && c.MIME == "text/html" {
+			victim = c
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil || victim.RecordID == "" {
+		t.Fatalf("no capture owned by n1: %v", err)
+	}
+	nodes[0].stop(t)
+	path := filepath.Join(nodes[0].data, "warc", victim.Segment)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	at := victim.Offset + victim.Length/2
+	if _, err := f.ReadAt(buf, at); err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] ^= 0xff
+	}
+	if _, err := f.WriteAt(buf, at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	nodes[0] = start(t, "n1", cfgs[0])
+	waitMembers(t, 3, nodes...)
+
+	// Replay through nodes[1], which holds a good copy itself.
+	var found index.Capture
+	err = nodes[1].arc.Captures(context.Background(), victim.URLKey, false, func(c index.Capture) (bool, error) {
+		if c.RecordID == victim.RecordID {
+			found = c
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil || found.RecordID == "" {
+		t.Fatalf("capture not found through n2: %v", err)
+	}
+	if _, err := nodes[1].arc.Record(context.Background(), found); err != nil {
+		t.Errorf("replaying %s through n2 failed although n2 and n3 hold good copies: %v", victim.URL, err)
+	}
+	// Read through the owner itself: it finds its copy damaged.
+	if _, err := nodes[0].arc.Record(context.Background(), victim); err != nil {
+		t.Errorf("replaying %s through n1, whose copy is damaged: %v", victim.URL, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cur, ok, err := index.Lookup(nodes[0].db, victim.URLKey, victim.Time)
+		if err == nil && ok && cur.RecordID == victim.RecordID && (cur.Segment != victim.Segment || cur.Offset != victim.Offset) {
+			if _, err := nodes[0].local.Record(context.Background(), cur); err != nil {
+				t.Fatalf("n1's repaired copy does not read: %v", err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n1's damaged copy was not repaired in 30 s: index entry %+v (found %v, %v)", cur, ok, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
