@@ -247,10 +247,27 @@ func escapeSpace(dst []byte, start int) []byte {
 	return escapeFrom(dst, start, func(b byte) bool { return b <= ' ' || b == 0x7f })
 }
 
-// escapeLinkURL percent-encodes in dst[start:] what would end a link-format
-// target early or break its line.
+// escapeLinkURL percent-encodes in dst[start:] what would keep a link
+// target from being the URI-Reference that RFC 8288 §3 puts between <...>
+// (in a Link header or a link-format document): '<' and '>', which would
+// end or confuse the target, whitespace and control bytes, which would
+// break its line, and non-ASCII bytes (UTF-8 becomes %XX, as RFC 3987 maps
+// an IRI to a URI). '%' is left alone: an escaped URL stays as it is.
 func escapeLinkURL(dst []byte, start int) []byte {
-	return escapeFrom(dst, start, func(b byte) bool { return b <= ' ' || b == 0x7f || b == '>' })
+	return escapeFrom(dst, start, linkUnsafe)
+}
+
+func linkUnsafe(b byte) bool { return b <= ' ' || b >= 0x7f || b == '<' || b == '>' }
+
+// LinkURL returns u as a link target, escaped as escapeLinkURL does: what
+// Memento's Link headers and TimeMaps put between <...>, as output=link does.
+func LinkURL(u string) string {
+	for i := 0; i < len(u); i++ {
+		if linkUnsafe(u[i]) {
+			return string(escapeLinkURL([]byte(u), i))
+		}
+	}
+	return u
 }
 
 func escapeFrom(dst []byte, start int, bad func(byte) bool) []byte {

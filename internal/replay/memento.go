@@ -20,9 +20,10 @@ func setMementoHeaders(h http.Header, ui string, caps []index.Capture, i int) {
 
 // linkHeader lists the original resource, TimeGate, TimeMap and the first,
 // last, previous and next mementos around caps[i]; with self, caps[i] itself
-// as "memento".
+// as "memento". Every target is escaped by cdx.LinkURL: an archived URL
+// may hold what a URI-Reference may not.
 func linkHeader(ui string, caps []index.Capture, i int, self bool) string {
-	orig := caps[i].URL
+	orig := cdx.LinkURL(caps[i].URL)
 	links := []string{
 		fmt.Sprintf(`<%s>; rel="original"`, orig),
 		fmt.Sprintf(`<%s/web/%s>; rel="timegate"`, ui, orig),
@@ -53,13 +54,20 @@ func linkHeader(ui string, caps []index.Capture, i int, self bool) string {
 	for _, j := range order {
 		words := slices.DeleteFunc(rels[j], func(w string) bool { return w == "" })
 		rel := strings.Join(append(words, "memento"), " ")
-		links = append(links, fmt.Sprintf(`<%s/web/%s/%s>; rel="%s"; datetime="%s"`, ui, caps[j].Timestamp14(), caps[j].URL, rel, httpDate(caps[j].Time)))
+		links = append(links, fmt.Sprintf(`<%s>; rel="%s"; datetime="%s"`, mementoURL(ui, caps[j]), rel, httpDate(caps[j].Time)))
 	}
 	return strings.Join(links, ", ")
 }
 
+// mementoURL is where c is replayed, escaped as a link target (and as a
+// Location header wants it: a URI-Reference too).
+func mementoURL(ui string, c index.Capture) string {
+	return ui + "/web/" + c.Timestamp14() + "/" + cdx.LinkURL(c.URL)
+}
+
 // timemap serves /web/timemap/link/<url> (application/link-format, RFC 7089
 // §5) and /web/timemap/json/<url> (pywb's: the CDX JSON lines of the URL).
+// Link targets are escaped as in linkHeader.
 func (s *Server) timemap(w http.ResponseWriter, r *http.Request, format, raw string) {
 	switch format {
 	case "link":
@@ -71,9 +79,10 @@ func (s *Server) timemap(w http.ResponseWriter, r *http.Request, format, raw str
 		first, last := res.caps[0], res.caps[len(res.caps)-1]
 		w.Header().Set("Content-Type", "application/link-format")
 		b := bufio.NewWriterSize(w, 32<<10)
-		fmt.Fprintf(b, "<%s>; rel=\"original\",\n", res.url)
-		fmt.Fprintf(b, "<%s/web/timemap/link/%s>; rel=\"self\"; type=\"application/link-format\"; from=\"%s\"; until=\"%s\",\n", ui, res.url, httpDate(first.Time), httpDate(last.Time))
-		fmt.Fprintf(b, "<%s/web/%s>; rel=\"timegate\"", ui, res.url)
+		orig := cdx.LinkURL(res.url)
+		fmt.Fprintf(b, "<%s>; rel=\"original\",\n", orig)
+		fmt.Fprintf(b, "<%s/web/timemap/link/%s>; rel=\"self\"; type=\"application/link-format\"; from=\"%s\"; until=\"%s\",\n", ui, orig, httpDate(first.Time), httpDate(last.Time))
+		fmt.Fprintf(b, "<%s/web/%s>; rel=\"timegate\"", ui, orig)
 		for i, c := range res.caps {
 			rel := "memento"
 			switch {
@@ -84,7 +93,7 @@ func (s *Server) timemap(w http.ResponseWriter, r *http.Request, format, raw str
 			case i == len(res.caps)-1:
 				rel = "last memento"
 			}
-			fmt.Fprintf(b, ",\n<%s/web/%s/%s>; rel=\"%s\"; datetime=\"%s\"", ui, c.Timestamp14(), c.URL, rel, httpDate(c.Time))
+			fmt.Fprintf(b, ",\n<%s>; rel=\"%s\"; datetime=\"%s\"", mementoURL(ui, c), rel, httpDate(c.Time))
 		}
 		b.WriteString("\n")
 		b.Flush()

@@ -98,7 +98,7 @@ func (s *Server) frame(w http.ResponseWriter, r *http.Request, t target) {
 	i := closest(res.caps, when)
 	c := res.caps[i]
 	if ts := c.Timestamp14(); ts != t.ts || !sameURL(fixURL(t.url), c.URL) {
-		redirect(w, "/web/"+ts+"/"+c.URL, http.StatusFound)
+		redirect(w, mementoURL("", c), http.StatusFound)
 		return
 	}
 	ui := s.uiOrigin(r)
@@ -152,7 +152,7 @@ func (s *Server) timegate(w http.ResponseWriter, r *http.Request, raw string) {
 	ui := s.uiOrigin(r)
 	h := w.Header()
 	h.Set("Link", linkHeader(ui, res.caps, i, false))
-	redirect(w, ui+"/web/"+res.caps[i].Timestamp14()+"/"+res.caps[i].URL, http.StatusFound)
+	redirect(w, mementoURL(ui, res.caps[i]), http.StatusFound) // as its Link header names it
 }
 
 // calendar serves /web/*/<url>: the captures of one URL by year, month
