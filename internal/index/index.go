@@ -18,6 +18,7 @@ package index
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -25,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
@@ -201,22 +203,87 @@ func (x *Index) scan(ctx context.Context, lo, hi string, reverse bool, fn func(k
 }
 
 // WriteCDXJ writes every capture as a CDXJ line ("<urlkey> <timestamp> {json}"),
-// the format pywb and OutbackCDX read, sorted by key and time.
+// the format pywb and OutbackCDX read, in byte order (as `LC_ALL=C sort`
+// has it). The index yields captures by key and time to the nanosecond;
+// the lines of one key within one second, which the 14-digit timestamp
+// does not tell apart, are held and sorted by their bytes before they are
+// written. Such a run is a few lines; one of more than maxSortRun bytes is
+// written in capture order past that point, and WriteCDXJ then returns an
+// error saying so once every line is written.
 func (x *Index) WriteCDXJ(ctx context.Context, w io.Writer) (int, error) {
+	return x.writeCDXJ(ctx, w, maxSortRun)
+}
+
+// maxSortRun bounds the bytes of lines WriteCDXJ holds to sort one run of a
+// key and second.
+const maxSortRun = 64 << 20
+
+func (x *Index) writeCDXJ(ctx context.Context, w io.Writer, maxRun int) (int, error) {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	n := 0
+	var (
+		runKey, runTS string   // the run held: its URL key and timestamp
+		buf           []byte   // its lines, one after another
+		ends          []int    // where each line in buf ends
+		lines         [][]byte // the lines, to sort
+		unsorted      string   // the first run too long to sort, "key timestamp"
+		streaming     bool     // the current run is past maxRun: lines go straight out
+	)
+	flush := func() error {
+		lines = lines[:0]
+		for i, e := range ends {
+			s := 0
+			if i > 0 {
+				s = ends[i-1]
+			}
+			lines = append(lines, buf[s:e])
+		}
+		if len(lines) > 1 {
+			slices.SortFunc(lines, bytes.Compare)
+		}
+		for _, l := range lines {
+			if _, err := bw.Write(l); err != nil {
+				return err
+			}
+		}
+		buf, ends = buf[:0], ends[:0]
+		return nil
+	}
 	err := x.Range(ctx, "", "", false, func(c Capture) (bool, error) {
-		if _, err := bw.Write(AppendCDXJ(nil, c)); err != nil {
-			return false, err
+		ts := c.Timestamp14()
+		if c.URLKey != runKey || ts != runTS {
+			if err := flush(); err != nil {
+				return false, err
+			}
+			runKey, runTS, streaming = c.URLKey, ts, false
 		}
 		n++
+		if streaming {
+			_, err := bw.Write(AppendCDXJ(buf[:0], c))
+			return err == nil, err
+		}
+		buf = AppendCDXJ(buf, c)
+		ends = append(ends, len(buf))
+		if len(buf) > maxRun {
+			if unsorted == "" {
+				unsorted = runKey + " " + runTS
+			}
+			streaming = true
+			return true, flush()
+		}
 		return true, nil
 	})
+	if err == nil {
+		err = flush()
+	}
 	if err != nil {
 		return n, fmt.Errorf("index: cdxj: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
 		return n, fmt.Errorf("index: cdxj: %w", err)
+	}
+	if unsorted != "" {
+		return n, fmt.Errorf("index: cdxj: the captures of %q are more than %d MiB of lines in one second: written, but not all in byte order (LC_ALL=C sort the file)", unsorted, maxRun>>20)
 	}
 	return n, nil
 }
