@@ -60,7 +60,8 @@ type ImportStats struct {
 // WARC/1.1, and gives a record without WARC-Warcinfo-ID that of the segment's
 // warcinfo record). Each response, resource and revisit record of an http(s)
 // URL is indexed; a response or resource whose payload digest is new becomes
-// the digest's first capture, for later revisits.
+// the digest's first capture, for later revisits, and a revisit takes the
+// SimHash of its digest's first capture, where the archive holds it.
 //
 // Import keeps the committer's protocol: a group of records is written and
 // fsynced, then one pebble batch holds their index entries, the segments'
@@ -509,6 +510,18 @@ func (im *importer) commit(g *group) error {
 		}
 		cp := *p.capture
 		cp.Segment, cp.Offset, cp.Length = l.Segment, l.Offset, l.Length
+		if cp.Type == warc.TypeRevisit && cp.Digest != "" {
+			// Its original's SimHash, as a crawled or replicated revisit has,
+			// if the archive holds the original: imported before, or earlier
+			// in this batch (b is indexed: it reads its own PutDigest).
+			first, ok, err := index.ByDigest(b, cp.Digest)
+			if err != nil {
+				return fail(err)
+			}
+			if ok {
+				cp.SimHash = first.SimHash
+			}
+		}
 		if err := index.Put(b, cp); err != nil {
 			return fail(err)
 		}

@@ -684,3 +684,95 @@ func FuzzCaptureOf(f *testing.F) {
 		}
 	})
 }
+
+// An archive exported as WACZ and imported into a fresh data directory
+// keeps the SimHash of every HTML revisit record: import gives a revisit its
+// original's SimHash, as the crawl and replication do, so collapse=simhash
+// and the near_ capture list treat it as the HTML page it is after a round
+// trip.
+func TestImportKeepsRevisitSimHash(t *testing.T) {
+	_, srv := startWeb(t, websim.Config{Seed: 3, Hosts: 3, Pages: 40})
+	web := websim.New(websim.Config{Seed: 3, Hosts: 3, Pages: 40})
+	cfg := testConfig(t, srv.URL(), web.Seeds()...)
+	cfg.MaxPages = 40
+	runCrawl(t, cfg)
+	time.Sleep(1100 * time.Millisecond) // a distinct second for the revisits
+	all := cfg
+	all.RecrawlAll = true
+	all.MaxPages = 1000
+	runCrawl(t, all)
+
+	src := archived(t, cfg.Data)
+	want := map[string]uint64{}
+	for _, cs := range src {
+		for _, c := range cs {
+			if c.Type == warc.TypeRevisit && c.SimHash != 0 {
+				want[c.URLKey+" "+c.Timestamp14()] = c.SimHash
+			}
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("no HTML revisit with a SimHash in the source archive: the test covers nothing")
+	}
+	data := t.TempDir()
+	importFiles(t, data, exportWACZ(t, cfg.Data, wacz.Selection{}))
+	lost := 0
+	for _, cs := range archived(t, data) {
+		for _, c := range cs {
+			if h, ok := want[c.URLKey+" "+c.Timestamp14()]; ok && c.SimHash != h {
+				lost++
+			}
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d HTML revisits lost their SimHash on export+import", lost, len(want))
+	}
+}
+
+// A revisit imported takes the SimHash of its original, whether the
+// original was imported earlier in the same batch or by an earlier Import.
+func TestImportRevisitSimHashFromOriginal(t *testing.T) {
+	body := "<html><head><title>t</title></head><body><p>" + strings.Repeat("words of a page that has text ", 20) + "</p></body></html>"
+	raw := []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+	head := raw[:bytes.Index(raw, []byte("\r\n\r\n"))+4]
+	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	write := func(recs ...*warc.Record) string {
+		dir := t.TempDir()
+		w, err := warc.NewWriter(dir, warc.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if _, err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+		return files[0]
+	}
+	orig, err := warc.NewResponse("http://a.example/", at, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := orig.Header.Get("WARC-Payload-Digest")
+	revisit := func(u string, d time.Duration) *warc.Record {
+		return warc.NewRevisit(u, at.Add(d), "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest", head, digest,
+			warc.RefersTo{ID: orig.ID(), URI: "http://a.example/", Date: at})
+	}
+	data := t.TempDir()
+	importFiles(t, data, write(orig, revisit("http://b.example/", time.Hour)))
+	importFiles(t, data, write(revisit("http://c.example/", 2*time.Hour)))
+	got := archived(t, data)
+	want := got["http://a.example/"][0].SimHash
+	if want == 0 {
+		t.Fatal("the original has no SimHash: the test covers nothing")
+	}
+	for _, u := range []string{"http://b.example/", "http://c.example/"} {
+		if cs := got[u]; len(cs) != 1 || cs[0].Type != warc.TypeRevisit || cs[0].SimHash != want {
+			t.Errorf("%s: %+v, want a revisit with SimHash %016x", u, cs, want)
+		}
+	}
+}
