@@ -22,7 +22,7 @@ import (
 // crawlFlags registers the crawl flags on fs; the node command shares them.
 func crawlFlags(fs *flag.FlagSet, cfg *crawl.Config) (scope *string, delay *string) {
 	fs.StringVar(&cfg.Data, "data", "./waggle-data", "data directory (WARC segments, index, frontier)")
-	scope = fs.String("scope", "host", "which links to follow: host (the seeds' hosts), domain (their registrable domains), prefix (URLs under a seed's directory), any")
+	scope = fs.String("scope", "", "which links to follow: host (the seeds' hosts), domain (their registrable domains), prefix (URLs under a seed's directory), any; default: as the data directory was last crawled, else host")
 	fs.IntVar(&cfg.MaxPages, "max-pages", 0, "stop after this many captures in the data directory, revisits included (0: no limit)")
 	fs.IntVar(&cfg.MaxDepth, "max-depth", 0, "follow links at most this many hops from a seed (0: no limit)")
 	fs.IntVar(&cfg.MaxPagesPerHost, "max-host-pages", 100000, "trap limit: URLs queued per host (-1: no limit)")

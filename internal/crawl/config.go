@@ -29,7 +29,7 @@ type Config struct {
 	Data  string   // data directory (pebble DB in Data/db, WARC segments in Data/warc); required
 	Seeds []string // absolute http(s) URLs
 
-	Scope              Scope         // default ScopeHost
+	Scope              Scope         // "": as the data directory was last crawled with (ScopeHost at first)
 	MaxPages           int           // stop after this many captures in Data (0: no limit)
 	MaxDepth           int           // link hops from a seed (0: no limit)
 	MaxPagesPerHost    int           // trap limit: URLs queued per host (default 100,000; <0: no limit)
@@ -103,13 +103,11 @@ const (
 	ScopeAny    Scope = "any"
 )
 
-// ParseScope validates a --scope value.
+// ParseScope validates a --scope value; "" (none given) stays "".
 func ParseScope(s string) (Scope, error) {
 	switch sc := Scope(s); sc {
-	case ScopeHost, ScopeDomain, ScopePrefix, ScopeAny:
+	case ScopeHost, ScopeDomain, ScopePrefix, ScopeAny, "":
 		return sc, nil
-	case "":
-		return ScopeHost, nil
 	}
 	return "", fmt.Errorf("unknown scope %q (want host, domain, prefix or any)", s)
 }
@@ -117,9 +115,6 @@ func ParseScope(s string) (Scope, error) {
 func (c *Config) setDefaults() error {
 	if c.Data == "" {
 		return errors.New("crawl: no data directory")
-	}
-	if c.Scope == "" {
-		c.Scope = ScopeHost
 	}
 	if c.MaxPagesPerHost == 0 {
 		c.MaxPagesPerHost = 100_000

@@ -115,6 +115,34 @@ func Open(cfg Config) (*Crawler, error) {
 	return c, nil
 }
 
+// scopeKey holds the scope the data directory was last crawled with.
+const scopeKey = "k/scope"
+
+// settleScope returns the scope to crawl with: the one given, which the
+// data directory then keeps, or, if none is, the one it kept — a node
+// restarted without --scope keeps the scope its peers send it URLs for.
+func settleScope(db *pebble.DB, given Scope) (Scope, error) {
+	if given == "" {
+		v, closer, err := db.Get([]byte(scopeKey))
+		if errors.Is(err, pebble.ErrNotFound) {
+			return ScopeHost, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("crawl: %w", err)
+		}
+		defer closer.Close()
+		kept, err := ParseScope(string(v))
+		if err != nil {
+			return "", fmt.Errorf("crawl: the scope kept in the data directory: %w", err)
+		}
+		return kept, nil
+	}
+	if err := db.Set([]byte(scopeKey), []byte(given), pebble.Sync); err != nil {
+		return "", fmt.Errorf("crawl: %w", err)
+	}
+	return given, nil
+}
+
 func (c *Crawler) open(seeds []string) error {
 	cfg := c.cfg
 	if err := reconcileSegments(c.db, c.warcDir, cfg.Logger, cfg.DropLost); err != nil {
@@ -127,7 +155,10 @@ func (c *Crawler) open(seeds []string) error {
 	if c.seeds, err = loadSeeds(c.db); err != nil {
 		return err
 	}
-	c.scope.Store(newScope(cfg.Scope, c.seeds))
+	if c.cfg.Scope, err = settleScope(c.db, cfg.Scope); err != nil {
+		return err
+	}
+	c.scope.Store(newScope(c.cfg.Scope, c.seeds))
 	if err := c.loadDigests(); err != nil {
 		return err
 	}
