@@ -297,10 +297,14 @@ func (n *Node) openNetwork(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	advertiseAt, err := advertiseGossip(ctx, advertise, gossip)
+	if err != nil {
+		return err
+	}
 	n.members, err = membership.Start(ctx, membership.Config{
 		Credential:    cfg.Credential,
 		BindAddr:      gossip,
-		AdvertiseAddr: advertiseGossip(advertise, gossip),
+		AdvertiseAddr: advertiseAt,
 		Capacity:      cfg.Capacity,
 		HTTPAddr:      httpAddr,
 		PeerAddr:      peerAddr,
@@ -345,16 +349,31 @@ func withHost(host string, a net.Addr) string {
 }
 
 // advertiseGossip is the gossip address to advertise when it is not the
-// bind address ("" lets memberlist use the bind address).
-func advertiseGossip(advertise, bind string) string {
+// bind address ("" lets memberlist use the bind address). memberlist
+// advertises IP addresses only: a name is resolved, once, at start. Left
+// to itself with a wildcard bind address, memberlist would pick a private
+// address of this machine, which nodes of other institutions cannot reach
+// (or fail to start where there is none).
+func advertiseGossip(ctx context.Context, advertise, bind string) (string, error) {
 	host, port, err := net.SplitHostPort(bind)
-	if err != nil || host == advertise || port == "0" {
-		return ""
+	if err != nil || advertise == "" || host == advertise || port == "0" {
+		return "", nil
 	}
-	if ip := net.ParseIP(advertise); ip == nil {
-		return "" // memberlist advertises IPs only; the bind address must do
+	if net.ParseIP(advertise) != nil {
+		return net.JoinHostPort(advertise, port), nil
 	}
-	return net.JoinHostPort(advertise, port)
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", advertise)
+	if err != nil || len(ips) == 0 {
+		return "", fmt.Errorf("node: --advertise %s: gossip advertises an IP address, and the name does not resolve to one: %v", advertise, err)
+	}
+	ip := ips[0]
+	for _, a := range ips {
+		if a.Unmap().Is4() {
+			ip = a.Unmap() // the address family other nodes most likely share
+			break
+		}
+	}
+	return net.JoinHostPort(ip.String(), port), nil
 }
 
 // resolveJoin turns the peer addresses of --join into gossip addresses, by

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/crawl"
 )
@@ -43,5 +44,27 @@ func TestOpenErrorIsReported(t *testing.T) {
 	defer held.close()
 	if _, err := Open(context.Background(), Config{Crawl: crawl.Config{Data: data}}); err == nil {
 		t.Error("a second node opened a data directory in use")
+	}
+}
+
+// The gossip address advertised is an IP address, a name given to
+// --advertise resolved to one, since memberlist advertises only those.
+func TestAdvertiseGossip(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, tc := range []struct{ advertise, bind, want string }{
+		{"192.0.2.7", "0.0.0.0:7401", "192.0.2.7:7401"},
+		{"localhost", "0.0.0.0:7401", "127.0.0.1:7401"},
+		{"127.0.0.1", "127.0.0.1:7401", ""}, // the bind address does
+		{"", "0.0.0.0:7401", ""},
+		{"192.0.2.7", "0.0.0.0:0", ""}, // a port chosen at start: memberlist knows it
+	} {
+		got, err := advertiseGossip(ctx, tc.advertise, tc.bind)
+		if err != nil || got != tc.want {
+			t.Errorf("advertiseGossip(%q, %q) = %q, %v; want %q", tc.advertise, tc.bind, got, err, tc.want)
+		}
+	}
+	if got, err := advertiseGossip(ctx, "no-such-host.invalid", "0.0.0.0:7401"); err == nil {
+		t.Errorf("a name that does not resolve gave %q", got)
 	}
 }
