@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"runtime/pprof"
 	"time"
@@ -65,8 +66,38 @@ func finishCrawlFlags(cfg *crawl.Config, scope, delay string) error {
 		return fmt.Errorf("%w: bad --delay %q", errUsage, delay)
 	}
 	cfg.Delay, cfg.NoDelay = d, d == 0
+	for _, c := range []struct {
+		bad  bool
+		flag string
+		want string
+		val  any
+	}{
+		{cfg.Workers < 1, "workers", "at least 1", cfg.Workers},
+		{cfg.PerHostConnections < 1, "per-host-connections", "at least 1", cfg.PerHostConnections},
+		{cfg.Timeout <= 0, "timeout", "more than 0", cfg.Timeout},
+		{cfg.MaxBodySize < 1, "max-body-size", "at least 1", cfg.MaxBodySize},
+		{cfg.MaxPages < 0, "max-pages", "0 (no limit) or more", cfg.MaxPages},
+		{cfg.MaxDepth < 0, "max-depth", "0 (no limit) or more", cfg.MaxDepth},
+		{cfg.MaxPagesPerHost < -1, "max-host-pages", "-1 (no limit) or more", cfg.MaxPagesPerHost},
+		{cfg.MaxCrawlDelay < 0, "max-crawl-delay", "0 or more", cfg.MaxCrawlDelay},
+		{cfg.SegmentSize < minSegmentSize, "segment-size", "at least 1 MiB (1048576)", cfg.SegmentSize},
+	} {
+		if c.bad {
+			return fmt.Errorf("%w: --%s %v: want %s", errUsage, c.flag, c.val, c.want)
+		}
+	}
+	if cfg.Proxy != "" {
+		u, err := url.Parse(cfg.Proxy)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%w: --proxy %q: want an http:// or https:// URL of a forward proxy", errUsage, cfg.Proxy)
+		}
+	}
 	return nil
 }
+
+// minSegmentSize is the smallest --segment-size: smaller, every record
+// would roll a new WARC file.
+const minSegmentSize = 1 << 20
 
 func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("crawl", "[flags] SEED...", stderr)

@@ -191,6 +191,15 @@ func TestUsageErrors(t *testing.T) {
 		{"no-such-command"},
 		{"crawl", "--scope", "galaxy", "http://example.com/"},
 		{"crawl", "--delay", "soon", "http://example.com/"},
+		{"crawl", "--workers", "-3", "http://example.com/"},
+		{"crawl", "--per-host-connections", "0", "http://example.com/"},
+		{"crawl", "--timeout", "0", "http://example.com/"},
+		{"crawl", "--max-body-size", "-1", "http://example.com/"},
+		{"crawl", "--max-pages", "-5", "http://example.com/"},
+		{"crawl", "--max-crawl-delay", "-1s", "http://example.com/"},
+		{"crawl", "--segment-size", "10", "http://example.com/"},
+		{"crawl", "--proxy", "ftp://x", "http://example.com/"},
+		{"node", "--workers", "0", "--data", t.TempDir()},
 		{"index"},
 	} {
 		var out, errs bytes.Buffer
