@@ -182,7 +182,36 @@ func ParseQuery(v url.Values) (Query, error) {
 	if v.Get("collapseTime") != "" {
 		return Query{}, errors.New("cdx: collapseTime is not supported: use collapse=timestamp:N (which, unlike pywb's collapseTime, ignores the status)")
 	}
+	// The Internet Archive's CDX server pages with resume keys and offsets:
+	// a client that pages so would loop over, or repeat, the first rows.
+	for _, name := range []string{"resumeKey", "showResumeKey", "offset", "fastLatest", "showDupeCount", "showSkipCount", "lastSkipTimestamp", "gzip"} {
+		if v.Has(name) && (name == "resumeKey" || name == "offset" || isTrue(v.Get(name))) {
+			return Query{}, fmt.Errorf("cdx: %s (of the Internet Archive's CDX server) is not supported: the result is streamed whole; page with limit and from=the last timestamp", name)
+		}
+	}
+	// A parameter named in the wrong case (matchtype=prefix) would be
+	// ignored, and the query answered as another.
+	for name := range v {
+		if known := knownParam(name); known != "" && known != name {
+			return Query{}, fmt.Errorf("cdx: unknown parameter %q: did you mean %q?", name, known)
+		}
+	}
 	return q, nil
+}
+
+// params are the parameters a query reads, as they are spelled.
+var params = []string{"url", "matchType", "from", "to", "closest", "sort", "reverse", "limit", "filter", "fl", "fields", "collapse", "output",
+	"page", "showNumPages", "showPagedIndex", "resolveRevisits", "allowFuzzy", "collapseTime"}
+
+// knownParam returns the parameter name is a spelling of, ignoring case,
+// or "".
+func knownParam(name string) string {
+	for _, p := range params {
+		if strings.EqualFold(p, name) {
+			return p
+		}
+	}
+	return ""
 }
 
 // isTrue is pywb's to_bool: anything but empty, 0, false, f and off.

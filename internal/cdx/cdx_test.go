@@ -601,6 +601,9 @@ func TestParseQueryErrors(t *testing.T) {
 		"url=example.com&fl=url,bogus", "url=example.com&fl=url,url", "url=example.com&output=xml",
 		"url=example.com&page=2", "url=example.com&showNumPages=true", "url=example.com&collapseTime=10",
 		"url=example.com&resolveRevisits=1", "url=ftp://example.com/", "url=http://", "url=*",
+		// The Internet Archive's paging, and a parameter in the wrong case.
+		"url=example.com&showResumeKey=true", "url=example.com&resumeKey=abc", "url=example.com&offset=100",
+		"url=example.com&fastLatest=true", "url=example.com&gzip=true", "url=example.com/*&matchtype=prefix",
 	} {
 		v, _ := url.ParseQuery(query)
 		if _, err := ParseQuery(v); err == nil || !strings.HasPrefix(err.Error(), "cdx: ") {
@@ -608,7 +611,7 @@ func TestParseQueryErrors(t *testing.T) {
 		}
 	}
 	// What pywb accepts that may look odd.
-	for _, query := range []string{"url=example.com&page=0", "url=example.com&showNumPages=false", "url=example.com&fl=", "url=example.com&fl=url,,mime", "url=example.com&pageSize=5", "url=example.com&unknown=1"} {
+	for _, query := range []string{"url=example.com&page=0", "url=example.com&showNumPages=false", "url=example.com&fl=", "url=example.com&fl=url,,mime", "url=example.com&pageSize=5", "url=example.com&unknown=1", "url=example.com&gzip=false", "url=example.com&showResumeKey=false"} {
 		v, _ := url.ParseQuery(query)
 		if _, err := ParseQuery(v); err != nil {
 			t.Errorf("ParseQuery(%s): %v", query, err)
