@@ -186,7 +186,7 @@ func ParseQuery(v url.Values) (Query, error) {
 	// a client that pages so would loop over, or repeat, the first rows.
 	for _, name := range []string{"resumeKey", "showResumeKey", "offset", "fastLatest", "showDupeCount", "showSkipCount", "lastSkipTimestamp", "gzip"} {
 		if v.Has(name) && (name == "resumeKey" || name == "offset" || isTrue(v.Get(name))) {
-			return Query{}, fmt.Errorf("cdx: %s (of the Internet Archive's CDX server) is not supported: the result is streamed whole; page with limit and from=the last timestamp", name)
+			return Query{}, fmt.Errorf("cdx: %s (of the Internet Archive's CDX server) is not supported: the result is streamed whole; narrow the query (from, to, a longer prefix) or raise limit", name)
 		}
 	}
 	// A parameter named in the wrong case (matchtype=prefix) would be
