@@ -304,47 +304,7 @@ const (
 // recrawl.Key to their key now, once per database, and returns how many
 // it moved. It costs one read once done.
 func (c *Crawler) rekeyEntries(ctx context.Context) (int, error) {
-	if v, closer, err := c.db.Get([]byte(keysKey)); err == nil {
-		done := string(v) == keysVersion
-		closer.Close()
-		if done {
-			return 0, nil
-		}
-	} else if !errors.Is(err, pebble.ErrNotFound) {
-		return 0, fmt.Errorf("crawl: %w", err)
-	}
-	moved := 0
-	for after := ""; ; {
-		es, err := recrawl.Entries(c.db, after, recrawlBatch)
-		if err != nil {
-			return moved, err
-		}
-		last := len(es) < recrawlBatch
-		err = c.Update(ctx, func(b *pebble.Batch) error {
-			for _, listed := range es {
-				e, ok, err := recrawl.GetKey(b, listed.Key) // a visit may have changed it since
-				if err != nil {
-					return err
-				}
-				if !ok {
-					continue
-				}
-				if did, err := recrawl.Rekey(b, e); err != nil {
-					return err
-				} else if did {
-					moved++
-				}
-			}
-			if last {
-				return b.Set([]byte(keysKey), []byte(keysVersion), nil)
-			}
-			return nil
-		})
-		if err != nil || last {
-			return moved, err
-		}
-		after = es[len(es)-1].Key
-	}
+	return c.walkEntriesOnce(ctx, keysKey, keysVersion, recrawl.Rekey)
 }
 
 // rulesKey holds the re-crawl rules (Config.Schedules) the archive's URLs
@@ -356,54 +316,69 @@ const rulesKey = "k/recrawl-rules"
 // narrower --revisit takes effect now, not after visits timed under the
 // old one, which could be a month away. It returns how many URLs moved.
 func (c *Crawler) applyRules(ctx context.Context) (int, error) {
-	want := c.cfg.Schedules.String()
-	if v, closer, err := c.db.Get([]byte(rulesKey)); err == nil {
-		same := string(v) == want
+	return c.walkEntriesOnce(ctx, rulesKey, c.cfg.Schedules.String(), func(b *pebble.Batch, e recrawl.Entry) (bool, error) {
+		// Queued URLs (no due time) take the rules at their visit.
+		if e.Due.IsZero() {
+			return false, nil
+		}
+		state, ok := c.cfg.Schedules.For(e.URL).Rebound(e.State)
+		if !ok {
+			return false, nil
+		}
+		old := e
+		e.State = state
+		e.Due = state.LastVisit.Add(schedule.Jitter(e.URL, state.Interval))
+		return true, recrawl.Put(b, &old, e)
+	})
+}
+
+// walkEntriesOnce calls change on every re-crawl entry, in batches, unless
+// the database's marker already holds want, and sets it to want with the
+// last batch: a pass over every URL that runs once per change of what
+// want stands for. Each entry is read again in its commit's batch, since
+// a visit or a copy may have changed it since it was listed. It returns
+// how many entries change reported changed.
+func (c *Crawler) walkEntriesOnce(ctx context.Context, marker, want string, change func(*pebble.Batch, recrawl.Entry) (bool, error)) (int, error) {
+	if v, closer, err := c.db.Get([]byte(marker)); err == nil {
+		done := string(v) == want
 		closer.Close()
-		if same {
+		if done {
 			return 0, nil
 		}
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return 0, fmt.Errorf("crawl: %w", err)
 	}
-	moved := 0
+	changed := 0
 	for after := ""; ; {
 		es, err := recrawl.Entries(c.db, after, recrawlBatch)
 		if err != nil {
-			return moved, err
+			return changed, err
 		}
 		last := len(es) < recrawlBatch
 		err = c.Update(ctx, func(b *pebble.Batch) error {
 			for _, listed := range es {
-				// Read again in the commit's batch: a visit or a copy may
-				// have changed the entry since it was listed.
 				e, ok, err := recrawl.GetKey(b, listed.Key)
 				if err != nil {
 					return err
 				}
-				// Queued URLs (no due time) take the rules at their visit.
-				if !ok || e.Due.IsZero() {
-					continue
-				}
-				state, ok := c.cfg.Schedules.For(e.URL).Rebound(e.State)
 				if !ok {
 					continue
 				}
-				old := e
-				e.State = state
-				e.Due = state.LastVisit.Add(schedule.Jitter(e.URL, state.Interval))
-				if err := recrawl.Put(b, &old, e); err != nil {
+				did, err := change(b, e)
+				if err != nil {
 					return err
 				}
-				moved++
+				if did {
+					changed++
+				}
 			}
 			if last {
-				return b.Set([]byte(rulesKey), []byte(want), nil)
+				return b.Set([]byte(marker), []byte(want), nil)
 			}
 			return nil
 		})
 		if err != nil || last {
-			return moved, err
+			return changed, err
 		}
 		after = es[len(es)-1].Key
 	}
