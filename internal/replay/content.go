@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/html/charset"
+
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/index"
@@ -135,10 +137,17 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 	mapper := func(abs, mod string) string { return "/web/" + t.ts + mod + "/" + abs }
 	switch kind {
 	case "html":
+		ct := resp.header.Get("Content-Type")
+		if u8, ok := fromUTF16(body, ct); ok {
+			// The rewriter reads bytes as ASCII-compatible, and its
+			// injected script is UTF-8: the page is served as UTF-8.
+			body, ct = u8, withCharset(ct, "utf-8")
+			h.Set("Content-Type", ct)
+		}
 		var out bytes.Buffer
 		out.Grow(len(body) + len(body)/8 + 512)
 		head := injection(c, ui, t.mod, caps, i)
-		if err := rewrite.HTML(&out, body, c.URL, mapper, rewrite.HTMLOptions{Head: head, ContentType: resp.header.Get("Content-Type")}); err != nil {
+		if err := rewrite.HTML(&out, body, c.URL, mapper, rewrite.HTMLOptions{Head: head, ContentType: ct}); err != nil {
 			s.log.Warn("rewriting page", "url", c.URL, "err", err)
 		}
 		body = out.Bytes()
@@ -166,6 +175,30 @@ func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(resp.status)
 	w.Write(body)
+}
+
+// fromUTF16 returns a page in UTF-16 (by its byte order mark or its
+// Content-Type) as UTF-8, and false for any other page.
+func fromUTF16(page []byte, contentType string) ([]byte, bool) {
+	enc, name, _ := charset.DetermineEncoding(page, contentType)
+	if !strings.HasPrefix(name, "utf-16") {
+		return nil, false
+	}
+	u8, err := enc.NewDecoder().Bytes(page)
+	if err != nil {
+		return nil, false
+	}
+	return u8, true
+}
+
+// withCharset returns a Content-Type with its charset parameter set.
+func withCharset(contentType, cs string) string {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return "text/html; charset=" + cs
+	}
+	params["charset"] = cs
+	return mime.FormatMediaType(mt, params)
 }
 
 // serveArchived writes archived bytes, not rewritten, with the archived
