@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/archive"
@@ -59,9 +60,12 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		sel.To = last.Add(time.Second) // the selection's end is exclusive
 	}
 	// Write beside the destination and rename at the end, so an interrupted
-	// export leaves no partial WACZ under the name asked for.
+	// export leaves no partial WACZ under the name asked for. The partial
+	// file is named after the destination and locked while written: the
+	// next export to that name takes over what a killed one left, and two
+	// at once are refused.
 	dir := filepath.Dir(*out)
-	tmp, err := os.CreateTemp(dir, ".waggle-export-*.wacz")
+	tmp, err := openPartial(*out)
 	if err != nil {
 		return err
 	}
@@ -77,9 +81,6 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		s, err = exportStopped(ctx, *data, dir, sel, tmp)
 	}
 	if err != nil {
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes it private
 		return err
 	}
 	if err := tmp.Sync(); err != nil {
@@ -125,4 +126,23 @@ func exportStopped(ctx context.Context, data, tempDir string, sel wacz.Selection
 	defer db.Close()
 	arc := archive.NewLocal(index.New(db), filepath.Join(data, "warc"))
 	return wacz.Export(ctx, w, wacz.Source{Archive: arc, TempDir: tempDir}, sel)
+}
+
+// openPartial opens, locked and empty, the file an export to out is
+// written to before it is renamed to out.
+func openPartial(out string) (*os.File, error) {
+	name := filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".partial")
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another export to %s is running (%s is locked): %w", out, name, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -286,3 +286,31 @@ func TestRecrawlCommand(t *testing.T) {
 		t.Errorf("after a second import, the re-crawl queued %v URLs, revisits %v; want the imported ones revisited", later["revisits_queued"], r)
 	}
 }
+
+// The partial file of an export is one per destination: what a killed
+// export left is taken over by the next, and two exports to one name at
+// once are refused.
+func TestExportPartialFile(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "a.wacz")
+	stale := filepath.Join(filepath.Dir(out), ".a.wacz.partial")
+	if err := os.WriteFile(stale, []byte("left by an export that was killed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := openPartial(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.Size() != 0 || f.Name() != stale {
+		t.Errorf("partial file %s: %v, %v; want %s taken over, empty", f.Name(), fi, err, stale)
+	}
+	if g, err := openPartial(out); err == nil {
+		g.Close()
+		t.Error("a second export to the same name was not refused")
+	}
+	if g, err := openPartial(filepath.Join(filepath.Dir(out), "b.wacz")); err != nil {
+		t.Errorf("an export to another name: %v", err)
+	} else {
+		g.Close()
+	}
+}

@@ -270,7 +270,10 @@ func (e *exporter) tempFile(kind string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wacz: %w", err)
 	}
-	// Unlinked at the end (cleanup); the data stays readable through f.
+	// Unlinked at once, so that an export killed leaves nothing behind; the
+	// data stays readable through f. (Where an open file cannot be removed,
+	// cleanup tries again.)
+	os.Remove(f.Name())
 	return f, nil
 }
 
