@@ -294,7 +294,9 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	if err == nil && c.cfg.RecrawlAll && s.Queued == 0 {
+	if err == nil && s.Queued == 0 {
+		// Whatever queued it, the frontier is empty: no --recrawl-all is
+		// left to resume.
 		if derr := c.db.Delete([]byte(recrawlAllKey), pebble.Sync); derr != nil {
 			err = fmt.Errorf("crawl: %w", derr)
 		}
@@ -303,8 +305,8 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 }
 
 // recrawlAllKey is present while the URLs a --recrawl-all run queued are
-// not all visited: set once they are all queued, removed when a run ends
-// with nothing left in the frontier.
+// not all visited: set once they are all queued, removed when any run
+// ends with nothing left in the frontier.
 const recrawlAllKey = "k/recrawl-all"
 
 // resumingRecrawlAll reports whether a --recrawl-all run was stopped

@@ -170,6 +170,12 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 		interval = policy.Default
 	}
 	e.Due = now.Add(schedule.Jitter(u, interval))
+	if r.outcome == "retry" {
+		// The frontier keeps the URL aside and queues it again itself
+		// (Frontier.Defer): queued, as the schedule sees it, so that it is
+		// not queued twice.
+		e.Due = time.Time{}
+	}
 	var prev *recrawl.Entry
 	if had {
 		prev = &old
@@ -386,6 +392,7 @@ func (c *Crawler) walkEntriesOnce(ctx context.Context, marker, want string, chan
 
 // pumpDue queues URLs as they fall due until ctx ends.
 func (c *Crawler) pumpDue(ctx context.Context) {
+	lastRetry := time.Now() // Open queued them
 	for {
 		// Visits add entries all the time; looking for the earliest due
 		// one is a single seek.
@@ -401,8 +408,21 @@ func (c *Crawler) pumpDue(ctx context.Context) {
 		if _, err := c.queueDue(ctx, time.Now()); err != nil && ctx.Err() == nil {
 			c.cfg.Logger.Warn("re-crawl: cannot queue due URLs", "err", err)
 		}
+		if time.Since(lastRetry) >= retryEvery {
+			lastRetry = time.Now()
+			if err := c.Update(ctx, func(b *pebble.Batch) error {
+				return c.front.RequeueDeferred(b)
+			}); err != nil && ctx.Err() == nil {
+				c.cfg.Logger.Warn("cannot queue again the URLs whose fetch failed", "err", err)
+			}
+		}
 	}
 }
+
+// retryEvery is how often a long-running crawl (a node) queues again the
+// URLs whose fetch failed for a reason that may pass; a run does it when
+// it starts.
+const retryEvery = time.Hour
 
 // unscheduledKey is set by Import: the index has captures that may have no
 // re-crawl entry yet. The next re-crawl gives them one and deletes it.

@@ -92,8 +92,8 @@ type Stats struct {
 	Hosts    int            // hosts known
 	Seen     int            // URLs ever queued in this process's view (restored at Open)
 	Dropped  map[string]int // URLs not queued, by reason
-	// Retried counts the URLs deferred by an earlier run (Defer) that Open
-	// queued again.
+	// Retried counts the URLs deferred (Defer) that were queued again: by
+	// Open, and by RequeueDeferred.
 	Retried int
 }
 
@@ -487,6 +487,37 @@ func (f *Frontier) requeueDeferred() error {
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("frontier: %w", err)
 	}
+	return nil
+}
+
+// RequeueDeferred stages into b the return to the queue of every lease
+// deferred so far, for a frontier that stays open (a node's) to try them
+// again now and then, as Open does for a run.
+func (f *Frontier) RequeueDeferred(b *pebble.Batch) error {
+	var adds []staged
+	err := f.scan("f/d/", func(k, v []byte) error {
+		key := append([]byte("f/q/"), k[len("f/d/"):]...)
+		name, _, ok := bytes.Cut(key[len("f/q/"):], []byte{0})
+		if !ok {
+			return fmt.Errorf("frontier: corrupt deferred key %q", k)
+		}
+		if err := b.Delete(k, nil); err != nil {
+			return err
+		}
+		val := bytes.Clone(v)
+		if err := b.Set(key, val, nil); err != nil {
+			return err
+		}
+		adds = append(adds, staged{host: string(name), key: key, val: val})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	f.mu.Lock()
+	f.stagedAdds = append(f.stagedAdds, adds...)
+	f.stats.Retried += len(adds)
+	f.mu.Unlock()
 	return nil
 }
 

@@ -65,6 +65,9 @@ type Server struct {
 	// payloads keeps loaded responses of large captures; they are shared,
 	// so a response is never changed once loaded.
 	payloads *payloadCache
+	// verified are the large records whose blocks were read through and
+	// matched their digests, which are streamed without a check first.
+	verified *verifiedBlocks
 
 	summaryMu   sync.Mutex
 	summary     *summary
@@ -89,6 +92,7 @@ func New(cfg Config) *Server {
 	return &Server{
 		arc: cfg.Archive, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, routes: cfg.Routes, log: log,
 		payloads: newPayloadCache(cacheBytes),
+		verified: &verifiedBlocks{ids: map[string]bool{}},
 	}
 }
 

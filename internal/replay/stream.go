@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/archive"
@@ -66,9 +67,27 @@ func (sb *storedBody) reader() (io.ReadCloser, error) {
 		return struct {
 			io.Reader
 			io.Closer
-		}{httputil.NewChunkedReader(b), b}, nil
+		}{&dechunked{httputil.NewChunkedReader(b), b}, b}, nil
 	}
 	return b, nil
+}
+
+// dechunked reads a chunked payload, and at its end the rest of the block
+// (a trailer, the last line end): the block's digest is checked only once
+// all of it is read, and a payload is not whole until it is.
+type dechunked struct {
+	chunks io.Reader
+	block  io.Reader
+}
+
+func (d *dechunked) Read(p []byte) (int, error) {
+	n, err := d.chunks.Read(p)
+	if errors.Is(err, io.EOF) {
+		if _, derr := io.Copy(io.Discard, d.block); derr != nil {
+			return n, derr
+		}
+	}
+	return n, err
 }
 
 // openLarge returns c's response with a stored body when c is a response
@@ -87,6 +106,16 @@ func (s *Server) openLarge(c index.Capture) (*response, error) {
 	defer b.Close()
 	if b.Length <= streamBlock {
 		return nil, nil
+	}
+	if !s.verified.has(c.RecordID) {
+		// Read through once before the first byte is sent: a damaged
+		// block is then read whole instead, which finds another node's
+		// copy if there is one (archive.Network.Record) and has this one
+		// repaired, where a stream could only be cut short.
+		if err := readThrough(bo, c); err != nil {
+			return nil, nil
+		}
+		s.verified.add(c.RecordID)
 	}
 	open := func() (*warc.Block, error) { return bo.OpenBlock(c) }
 	switch b.Header.Get("WARC-Type") {
@@ -113,6 +142,41 @@ func (s *Server) openLarge(c index.Capture) (*response, error) {
 		return resp, nil
 	}
 	return nil, nil // a revisit's block is its headers: small, whatever its member's size
+}
+
+// readThrough reads c's block to its end, which checks its digest.
+func readThrough(bo blockOpener, c index.Capture) error {
+	b, err := bo.OpenBlock(c)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	_, err = io.Copy(io.Discard, b)
+	return err
+}
+
+// verifiedBlocks is a bounded set of record IDs.
+type verifiedBlocks struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+// maxVerified bounds verifiedBlocks; past it, the set starts afresh.
+const maxVerified = 4096
+
+func (v *verifiedBlocks) has(id string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return id != "" && v.ids[id]
+}
+
+func (v *verifiedBlocks) add(id string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.ids) >= maxVerified {
+		clear(v.ids)
+	}
+	v.ids[id] = true
 }
 
 // maxHeaderSection bounds the HTTP header section of a streamed response.
@@ -151,9 +215,11 @@ func headerSection(r io.Reader) ([]byte, error) {
 func serveStored(w http.ResponseWriter, r *http.Request, status int, sb *storedBody) {
 	if status == http.StatusOK && sb.size >= 0 && w.Header().Get("Content-Encoding") == "" {
 		rs := &bodySeeker{sb: sb}
-		defer rs.Close()
 		http.ServeContent(w, r, "", time.Time{}, rs)
-		if rs.err != nil {
+		// For several ranges ServeContent reads in a goroutine of its own,
+		// which may still be in a Read when it returns (the client gone):
+		// Close waits for it, and stops any other.
+		if err := rs.Close(); err != nil && r.Context().Err() == nil {
 			panic(http.ErrAbortHandler)
 		}
 		return
@@ -178,15 +244,25 @@ func serveStored(w http.ResponseWriter, r *http.Request, status int, sb *storedB
 
 // bodySeeker is a stored body as an io.ReadSeeker for http.ServeContent:
 // a seek forward reads on to the offset, a seek back opens the block again.
+// It is safe for the concurrent Close of a handler whose ServeContent
+// returned while its range goroutine still reads.
 type bodySeeker struct {
-	sb     *storedBody
+	sb *storedBody
+
+	mu     sync.Mutex
 	pos    int64 // where the next Read is to start
 	cur    io.ReadCloser
 	curPos int64 // where cur is
 	err    error // the failure that ended a read, if one did
+	closed bool
 }
 
+// errSeekerClosed is what a Read after Close gets.
+var errSeekerClosed = errors.New("replay: the response has ended")
+
 func (bs *bodySeeker) Seek(offset int64, whence int) (int64, error) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
 	switch whence {
 	case io.SeekStart:
 	case io.SeekCurrent:
@@ -204,11 +280,16 @@ func (bs *bodySeeker) Seek(offset int64, whence int) (int64, error) {
 }
 
 func (bs *bodySeeker) Read(p []byte) (int, error) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if bs.closed {
+		return 0, errSeekerClosed
+	}
 	if bs.pos >= bs.sb.size {
 		return 0, io.EOF
 	}
 	if bs.cur == nil || bs.curPos > bs.pos {
-		bs.Close()
+		bs.closeCur()
 		cur, err := bs.sb.reader()
 		if err != nil {
 			bs.err = err
@@ -233,11 +314,19 @@ func (bs *bodySeeker) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close closes the block being read, once any Read in progress is done,
+// and returns the failure that ended a read, if one did.
 func (bs *bodySeeker) Close() error {
-	if bs.cur == nil {
-		return nil
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	bs.closed = true
+	bs.closeCur()
+	return bs.err
+}
+
+func (bs *bodySeeker) closeCur() {
+	if bs.cur != nil {
+		bs.cur.Close()
+		bs.cur = nil
 	}
-	err := bs.cur.Close()
-	bs.cur = nil
-	return err
 }
