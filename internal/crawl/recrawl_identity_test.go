@@ -159,10 +159,19 @@ func TestRecrawlRevisitsCaseVariants(t *testing.T) {
 // A URL queued for its revisit when the re-crawl rules narrow takes the new
 // rules at its visit (applyRules skips it), a failed visit included: with
 // --revisit 1h,1s,1h the page comes back within the hour, not in a day.
+// (A failure that may pass is retried instead, without a schedule; this
+// one, a response that is not HTTP, would fail again.)
 func TestFailedRevisitTakesNewBounds(t *testing.T) {
 	hang := make(chan struct{})
 	var served atomic.Int32
+	var broken atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if broken.Load() {
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			io.WriteString(conn, "this is not an HTTP response\r\n\r\n")
+			conn.Close()
+			return
+		}
 		if served.Add(1) > 1 {
 			<-hang // the revisit: in flight when the run stops
 			return
@@ -192,8 +201,9 @@ func TestFailedRevisitTakesNewBounds(t *testing.T) {
 	}()
 	c.Run(ctx)
 	c.Close()
+	broken.Store(true) // the next visit fails, for good
 	close(hang)
-	srv.Close() // the next visit fails
+	defer srv.Close()
 
 	rule, err := recrawl.ParseRule("1h,1s,1h")
 	if err != nil {
