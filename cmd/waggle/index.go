@@ -5,14 +5,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"time"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
 )
 
 func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "verify" {
+		return runIndexVerify(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "export" {
-		fmt.Fprintln(stderr, "usage: waggle index export [--data DIR] [--out FILE]")
+		fmt.Fprintln(stderr, "usage: waggle index export [--data DIR] [--out FILE]\n       waggle index verify [--data DIR]")
 		return errUsage
 	}
 	fs := newFlagSet("index export", "[flags]", stderr)
@@ -45,5 +51,36 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	fmt.Fprintf(stderr, "%d captures written\n", n)
+	return nil
+}
+
+// runIndexVerify reads every capture's record back and reports those that
+// are not as written: a fixity check of the archive.
+func runIndexVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("index verify", "[flags]", stderr)
+	data := fs.String("data", "./waggle-data", "data directory")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	db, err := crawl.OpenExistingDB(*data)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start := time.Now()
+	local := archive.NewLocal(index.New(db), filepath.Join(*data, "warc"))
+	st, err := local.Verify(ctx, func(c index.Capture, err error) error {
+		_, werr := fmt.Fprintf(stdout, "damaged: %s %s %s:%d: %v\n", c.URL, c.Timestamp14(), c.Segment, c.Offset, err)
+		return werr
+	})
+	elapsed := time.Since(start)
+	fmt.Fprintf(stderr, "%d captures checked, %s of blocks, %d damaged, in %s (%.1f MiB/s)\n",
+		st.Captures, humanBytes(st.Bytes), st.Damaged, elapsed.Round(time.Millisecond), float64(st.Bytes)/(1<<20)/max(elapsed.Seconds(), 1e-9))
+	if err != nil {
+		return err
+	}
+	if st.Damaged > 0 {
+		return fmt.Errorf("%d of %d captures are damaged: restore their segments from a backup (a node of a network with replicas gets them back from the others when it reads them)", st.Damaged, st.Captures)
+	}
 	return nil
 }

@@ -23,7 +23,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"crawl", "crawl sites into a WARC archive", runCrawl},
-		{"index", "export the capture index (waggle index export)", runIndex},
+		{"index", "export the capture index, or check every record against it (waggle index export|verify)", runIndex},
 		{"export", "export captures as a WACZ file (waggle export wacz)", runExport},
 		{"import", "add the records of WARC and WACZ files to the archive", runImport},
 		{"serve", "serve an archive's replay: Wayback UI, Memento, CDX API", runServe},

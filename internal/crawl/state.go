@@ -144,7 +144,7 @@ func reconcileSegments(db *pebble.DB, dir string, log *slog.Logger, dropLost boo
 				return err
 			}
 		case fi.Size() < end:
-			return fmt.Errorf("crawl: segment %s is %d bytes but %d were committed: the disk lost data: check it, and restore the segment from a backup (a node of a network with replicas drops the lost captures instead, and copies them back from the others)", name, fi.Size(), end)
+			return fmt.Errorf("crawl: segment %s is %d bytes but %d were committed: the disk lost data: check it, and restore the segment from a backup (waggle index verify lists the captures affected; a node of a network with replicas drops the lost captures instead, and copies them back from the others)", name, fi.Size(), end)
 		}
 	}
 	for name, end := range ends {
