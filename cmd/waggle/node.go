@@ -34,6 +34,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "copies of each capture the network keeps")
 	fs.DurationVar(&cfg.RepairEvery, "repair-every", node.DefaultRepairEvery, "interval of anti-entropy rounds with the other members")
 	fs.Int64Var(&cfg.RepairRate, "repair-rate", node.DefaultRepairRate, "bytes per second anti-entropy may use (comparisons and copies)")
+	fs.Int64Var(&cfg.ScrubRate, "scrub-rate", node.DefaultScrubRate, "bytes per second of this node's records read back against their digests, to find damage (-1: none)")
 	replayCache := fs.Int64("replay-cache", replay.DefaultPayloadCacheBytes, "bytes of large payloads (videos…) kept in memory for their range requests; 0 for none")
 	localTiming := fs.Bool("local-timing", false, "fast failure detection for nodes on one machine (tests, demos)")
 	verbose := fs.Bool("v", false, "log more (to stderr)")

@@ -328,9 +328,10 @@ func (n *Network) recordOn(ctx context.Context, c index.Capture) (*warc.Record, 
 	return rec, err
 }
 
-// recordElsewhere reads the record c names from a node other than c's,
-// this one first: a copy replication or repair made, at its own location.
-func (n *Network) recordElsewhere(ctx context.Context, c index.Capture, failure error) (*warc.Record, bool) {
+// eachCopy calls fn with each capture of the record c names held by a live
+// node other than c's (this one first: a copy replication or repair made,
+// at its own location) until fn returns true.
+func (n *Network) eachCopy(ctx context.Context, c index.Capture, fn func(cp index.Capture) bool) {
 	tried := c.Node
 	if tried == "" {
 		tried = n.self
@@ -355,19 +356,47 @@ func (n *Network) recordElsewhere(ctx context.Context, c index.Capture, failure 
 			continue
 		}
 		cp.Node = id
-		rec, err := n.recordOn(ctx, cp)
-		if err != nil {
-			continue
+		if fn(cp) {
+			return
 		}
-		n.log.Warn("archive: a capture's copy could not be read; read another node's", "url", c.URL, "node", tried, "from", id, "err", failure)
-		if _, missing := errors.AsType[*fs.PathError](failure); tried == n.self && !missing && n.damaged != nil {
-			local := c
-			local.Node = ""
-			n.damaged(local)
-		}
-		return rec, true
 	}
-	return nil, false
+}
+
+// HeldElsewhere reports whether a live node other than this one holds
+// the record of c, one of this node's captures.
+func (n *Network) HeldElsewhere(ctx context.Context, c index.Capture) bool {
+	c.Node = n.self
+	found := false
+	n.eachCopy(ctx, c, func(index.Capture) bool { found = true; return true })
+	return found
+}
+
+// recordElsewhere reads the record c names from a node other than c's.
+func (n *Network) recordElsewhere(ctx context.Context, c index.Capture, failure error) (*warc.Record, bool) {
+	tried := c.Node
+	if tried == "" {
+		tried = n.self
+	}
+	var rec *warc.Record
+	var from string
+	n.eachCopy(ctx, c, func(cp index.Capture) bool {
+		r, err := n.recordOn(ctx, cp)
+		if err != nil {
+			return false
+		}
+		rec, from = r, cp.Node
+		return true
+	})
+	if rec == nil {
+		return nil, false
+	}
+	n.log.Warn("archive: a capture's copy could not be read; read another node's", "url", c.URL, "node", tried, "from", from, "err", failure)
+	if _, missing := errors.AsType[*fs.PathError](failure); tried == n.self && !missing && n.damaged != nil {
+		local := c
+		local.Node = ""
+		n.damaged(local)
+	}
+	return rec, true
 }
 
 // OpenBlock opens the block of c's record to be read as a stream when this

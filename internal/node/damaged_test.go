@@ -17,6 +17,44 @@ import (
 // copy, through any node; and the owner, having found its copy damaged
 // when reading it, drops it and gets it back from the others by repair.
 func TestDamagedRecordIsReadElsewhereAndRepaired(t *testing.T) {
+	nodes, victim := damagedOnOwner(t, -1) // no scrub: the reads find it
+	// Replay through nodes[1], which holds a good copy itself.
+	var found index.Capture
+	err := nodes[1].arc.Captures(context.Background(), victim.URLKey, false, func(c index.Capture) (bool, error) {
+		if c.RecordID == victim.RecordID {
+			found = c
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil || found.RecordID == "" {
+		t.Fatalf("capture not found through n2: %v", err)
+	}
+	if _, err := nodes[1].arc.Record(context.Background(), found); err != nil {
+		t.Errorf("replaying %s through n2 failed although n2 and n3 hold good copies: %v", victim.URL, err)
+	}
+	// Read through the owner itself: it finds its copy damaged.
+	if _, err := nodes[0].arc.Record(context.Background(), victim); err != nil {
+		t.Errorf("replaying %s through n1, whose copy is damaged: %v", victim.URL, err)
+	}
+	waitRepaired(t, nodes[0], victim)
+}
+
+// The scrub finds a damaged record that no one reads, and has it
+// repaired from another node's copy.
+func TestScrubRepairsDamageNoOneRead(t *testing.T) {
+	nodes, victim := damagedOnOwner(t, 0)
+	waitRepaired(t, nodes[0], victim)
+	if st := nodes[0].scrubStats(); st.Damaged < 1 || st.Unrepairable != 0 || st.Checked == 0 {
+		t.Errorf("scrub figures %+v: want the damaged record counted, repairable", st)
+	}
+}
+
+// damagedOnOwner crawls a network of three, then flips bytes inside the
+// record of a capture its first node owns, while that node is stopped,
+// and restarts it with scrubRate.
+func damagedOnOwner(t *testing.T, scrubRate int64) ([]*testNode, index.Capture) {
+	t.Helper()
 	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
 	nodes, cfgs := startNetwork(t, 3, srv.URL())
 	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
@@ -56,39 +94,27 @@ func TestDamagedRecordIsReadElsewhereAndRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	cfgs[0].ScrubRate = scrubRate
 	nodes[0] = start(t, "n1", cfgs[0])
 	waitMembers(t, 3, nodes...)
+	return nodes, victim
+}
 
-	// Replay through nodes[1], which holds a good copy itself.
-	var found index.Capture
-	err = nodes[1].arc.Captures(context.Background(), victim.URLKey, false, func(c index.Capture) (bool, error) {
-		if c.RecordID == victim.RecordID {
-			found = c
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil || found.RecordID == "" {
-		t.Fatalf("capture not found through n2: %v", err)
-	}
-	if _, err := nodes[1].arc.Record(context.Background(), found); err != nil {
-		t.Errorf("replaying %s through n2 failed although n2 and n3 hold good copies: %v", victim.URL, err)
-	}
-	// Read through the owner itself: it finds its copy damaged.
-	if _, err := nodes[0].arc.Record(context.Background(), victim); err != nil {
-		t.Errorf("replaying %s through n1, whose copy is damaged: %v", victim.URL, err)
-	}
+// waitRepaired waits until n's index holds victim at a new place, whose
+// record reads back.
+func waitRepaired(t *testing.T, n *testNode, victim index.Capture) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		cur, ok, err := index.Lookup(nodes[0].db, victim.URLKey, victim.Time)
+		cur, ok, err := index.Lookup(n.db, victim.URLKey, victim.Time)
 		if err == nil && ok && cur.RecordID == victim.RecordID && (cur.Segment != victim.Segment || cur.Offset != victim.Offset) {
-			if _, err := nodes[0].local.Record(context.Background(), cur); err != nil {
-				t.Fatalf("n1's repaired copy does not read: %v", err)
+			if _, err := n.local.Record(context.Background(), cur); err != nil {
+				t.Fatalf("the repaired copy does not read: %v", err)
 			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("n1's damaged copy was not repaired in 30 s: index entry %+v (found %v, %v)", cur, ok, err)
+			t.Fatalf("the damaged copy was not repaired in 30 s: index entry %+v (found %v, %v)", cur, ok, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -84,6 +84,10 @@ type Config struct {
 	// that repair never starves crawling or replay.
 	RepairEvery time.Duration
 	RepairRate  int64
+	// ScrubRate caps the bytes per second of this node's own records read
+	// back against their digests, a part each repair round (default
+	// DefaultScrubRate; negative: no scrub).
+	ScrubRate int64
 	// ReplayCacheBytes is replay.Config.PayloadCacheBytes.
 	ReplayCacheBytes int64
 	// CompactMinDead is the share of a WARC segment's bytes that released
@@ -131,6 +135,7 @@ type Node struct {
 	past              pastRings        // recent rings, for page recovery
 	budget            *antientropy.Budget
 	repairs           repairCounters
+	scrubs            scrubCounters
 	push              *replicate.Queue
 	seen              *dedup.Registry // payload digests this node keeps for the network
 	dedup             *dedup.Client
@@ -177,6 +182,9 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if cfg.RepairRate <= 0 {
 		cfg.RepairRate = DefaultRepairRate
+	}
+	if cfg.ScrubRate == 0 {
+		cfg.ScrubRate = DefaultScrubRate
 	}
 	if cfg.LeaveTimeout == 0 {
 		cfg.LeaveTimeout = 2 * time.Second

@@ -98,6 +98,7 @@ func (n *Node) repair(ctx context.Context) {
 			n.log.Warn("node: releasing captures handed over", "err", err)
 		}
 		n.compact(ctx)
+		n.scrub(ctx)
 		n.repairs.last.Store(time.Now().UnixNano())
 	}
 }

@@ -20,6 +20,7 @@ type Status struct {
 	// and of anti-entropy (a network node only).
 	Replication *ReplicationStats `json:"replication,omitempty"`
 	Repair      *RepairStats      `json:"repair,omitempty"`
+	Scrub       *ScrubStats       `json:"scrub,omitempty"`
 	// ContentSeen are the figures of the network's content-seen test (a
 	// network node only).
 	ContentSeen *ContentSeenStats `json:"content_seen,omitempty"`
@@ -156,6 +157,8 @@ func (n *Node) localStatus() Status {
 	if n.members != nil {
 		rs := n.repairStats()
 		st.Repair = &rs
+		ss := n.scrubStats()
+		st.Scrub = &ss
 		ps := n.replicationStats()
 		st.Replication = &ps
 	}
