@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -178,7 +179,9 @@ const releaseBatch = 256
 // longer holds, once they were handed over under the current ring and
 // every replica of the site has confirmed it holds them: the copy here is
 // no longer needed, and no longer served. Their bytes leave the disk when
-// compact rewrites their segments.
+// compact rewrites their segments. It goes through the index a batch at a
+// time for up to half a repair interval, each batch after the last, so
+// that captures not confirmed yet do not hold back the others.
 func (n *Node) release(ctx context.Context) error {
 	if n.orphans.Load() == 0 {
 		return nil
@@ -188,15 +191,40 @@ func (n *Node) release(ctx context.Context) error {
 		return nil
 	}
 	digest := binary.BigEndian.AppendUint64(nil, rg.Digest())
+	deadline := time.Now().Add(n.cfg.RepairEvery / 2)
+	var after releaseCursor
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		more, err := n.releaseNext(ctx, digest, &after)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseCursor is the last capture a release batch looked at.
+type releaseCursor struct {
+	urlKey string
+	time   time.Time
+}
+
+// releaseNext releases what it can of the next releaseBatch candidates
+// after *after, and moves *after past them; more is false at the end of
+// the index.
+func (n *Node) releaseNext(ctx context.Context, digest []byte, after *releaseCursor) (more bool, err error) {
 	var candidates []index.Capture
-	err := n.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
+	err = n.local.Index().Range(ctx, after.urlKey, "", false, func(c index.Capture) (bool, error) {
+		if c.URLKey == after.urlKey && !c.Time.After(after.time) {
+			return true, nil // an earlier batch's
+		}
+		*after = releaseCursor{c.URLKey, c.Time}
 		if !n.holds(n.ID(), urlkey.SiteOfKey(c.URLKey)) && n.handedOff(c.RecordID, digest) {
 			candidates = append(candidates, c)
 		}
 		return len(candidates) < releaseBatch, nil
 	})
 	if err != nil || len(candidates) == 0 {
-		return err
+		return false, err
 	}
 	var confirmed []index.Capture
 	var companions [][]warc.Location
@@ -210,7 +238,7 @@ func (n *Node) release(ctx context.Context) error {
 		}
 	}
 	if len(confirmed) == 0 {
-		return nil
+		return true, nil
 	}
 	err = n.crawl.Update(ctx, func(b *pebble.Batch) error {
 		for i, c := range confirmed {
@@ -223,11 +251,12 @@ func (n *Node) release(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err == nil {
-		n.released.Add(int64(len(confirmed)))
-		n.orphans.Add(-int64(len(confirmed)))
+	if err != nil {
+		return false, err
 	}
-	return err
+	n.released.Add(int64(len(confirmed)))
+	n.orphans.Add(-int64(len(confirmed)))
+	return true, nil
 }
 
 // confirmed reports whether every other replica of c's site holds c.
