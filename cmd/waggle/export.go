@@ -69,8 +69,8 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
-	defer tmp.Close()
+	renamed := false
+	defer func() { closePartial(tmp, renamed) }()
 	start := time.Now()
 	// A running node holds the data directory, and knows the network: the
 	// export goes through it and takes in every node's captures.
@@ -83,19 +83,14 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
 	fi, err := tmp.Stat()
 	if err != nil {
 		return err
 	}
-	if err := tmp.Close(); err != nil {
+	if err := publishPartial(tmp, *out); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), *out); err != nil {
-		return err
-	}
+	renamed = true
 	fmt.Fprintf(stderr, "%d captures (%d pages), %d payload records for their revisits, %d WARC records, %s in %s from %s — %s\n",
 		s.Captures, s.Pages, s.Originals, s.Records, humanBytes(fi.Size()), time.Since(start).Round(time.Millisecond), source, *out)
 	if s.Missing > 0 {
@@ -145,4 +140,24 @@ func openPartial(out string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// publishPartial makes a finished partial file out, while it is still
+// locked: an export to the same name that starts now makes a new partial
+// file, and cannot truncate this one.
+func publishPartial(f *os.File, out string) error {
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), out)
+}
+
+// closePartial ends an export's hold on its partial file, removing it if
+// it was not published — while still locked, so that it is this export's
+// file, not one another export made since.
+func closePartial(f *os.File, published bool) {
+	if !published {
+		os.Remove(f.Name())
+	}
+	f.Close()
 }

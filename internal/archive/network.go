@@ -330,8 +330,10 @@ func (n *Network) recordOn(ctx context.Context, c index.Capture) (*warc.Record, 
 
 // eachCopy calls fn with each capture of the record c names held by a live
 // node other than c's (this one first: a copy replication or repair made,
-// at its own location) until fn returns true.
-func (n *Network) eachCopy(ctx context.Context, c index.Capture, fn func(cp index.Capture) bool) {
+// at its own location) until fn returns true. It reports whether every
+// live node could be asked.
+func (n *Network) eachCopy(ctx context.Context, c index.Capture, fn func(cp index.Capture) bool) (allAsked bool) {
+	allAsked = true
 	tried := c.Node
 	if tried == "" {
 		tried = n.self
@@ -352,23 +354,35 @@ func (n *Network) eachCopy(ctx context.Context, c index.Capture, fn func(cp inde
 			cp = o
 			return false, nil
 		})
+		if err != nil {
+			allAsked = false
+		}
 		if err != nil || cp.RecordID == "" {
 			continue
 		}
 		cp.Node = id
 		if fn(cp) {
-			return
+			return allAsked
 		}
 	}
+	return allAsked
 }
 
-// HeldElsewhere reports whether a live node other than this one holds
-// the record of c, one of this node's captures.
-func (n *Network) HeldElsewhere(ctx context.Context, c index.Capture) bool {
+// GoodCopyElsewhere reports whether a live node other than this one holds
+// the record of c, one of this node's captures, intact: a copy is read
+// whole and checked, as Record checks it. unknown is true when it found
+// none but some node could not be asked.
+func (n *Network) GoodCopyElsewhere(ctx context.Context, c index.Capture) (good, unknown bool) {
 	c.Node = n.self
-	found := false
-	n.eachCopy(ctx, c, func(index.Capture) bool { found = true; return true })
-	return found
+	allAsked := n.eachCopy(ctx, c, func(cp index.Capture) bool {
+		if cp.Node == n.self {
+			return false // this node's own copy is the one in question
+		}
+		_, err := n.recordOn(ctx, cp)
+		good = err == nil
+		return good
+	})
+	return good, !good && !allAsked
 }
 
 // recordElsewhere reads the record c names from a node other than c's.

@@ -74,6 +74,9 @@ func (l *Local) readThrough(c index.Capture) (int64, error) {
 	}
 	defer b.Close()
 	n, err := io.Copy(io.Discard, b)
+	if err == nil {
+		err = b.Finish() // the gzip member's checksum, the record's end
+	}
 	if err == nil && b.Header.Get("WARC-Record-ID") != c.RecordID && c.RecordID != "" {
 		err = fmt.Errorf("archive: %s at %d holds record %.100s, not %s", c.Segment, c.Offset, b.Header.Get("WARC-Record-ID"), c.RecordID)
 	}

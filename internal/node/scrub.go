@@ -82,14 +82,27 @@ func (n *Node) scrubDamaged(ctx context.Context, c index.Capture, why error) {
 		return
 	}
 	n.scrubs.damaged.Add(1)
-	if n.net != nil && n.net.HeldElsewhere(ctx, c) {
+	good, unknown := false, false
+	if n.net != nil {
+		good, unknown = n.net.GoodCopyElsewhere(ctx, c)
+		// Fewer live nodes than copies kept: a copy may be on one away.
+		unknown = unknown || !good && len(n.members.Members()) < n.cfg.Replicas
+	}
+	switch {
+	case good:
+		// Dropped only once another copy is known to be intact: a record
+		// rotten on every node stays indexed, and reported.
 		if err := n.crawl.DropDamaged(ctx, c); err != nil && ctx.Err() == nil {
 			n.log.Warn("node: cannot drop a damaged capture for repair", "url", c.URL, "err", err)
 		}
 		return
+	case unknown || ctx.Err() != nil:
+		n.log.Warn("a record is damaged, and the nodes that may hold a copy could not all be asked; the next pass looks again",
+			"url", c.URL, "timestamp", c.Timestamp14(), "segment", c.Segment, "offset", c.Offset, "err", why)
+		return
 	}
 	n.scrubs.unrepairable.Add(1)
-	n.log.Error("a record is damaged and no other node holds a copy: restore its segment from a backup",
+	n.log.Error("a record is damaged and no other node holds a good copy: restore its segment from a backup",
 		"url", c.URL, "timestamp", c.Timestamp14(), "segment", c.Segment, "offset", c.Offset, "err", why)
 }
 

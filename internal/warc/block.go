@@ -2,6 +2,7 @@ package warc
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -68,6 +69,25 @@ func (b *Block) Read(p []byte) (int, error) {
 		return n, b.err
 	}
 	return n, nil
+}
+
+// Finish reads what follows a block read to its end — the record's closing
+// line ends and, in a gzip member, its CRC-32 and length — and reports
+// whether the record ends as written: a member whose checksum fails, or
+// is cut short, or holds more than the one record. (Line ends are not
+// required, as Reader and MemberReader do not require them.)
+func (b *Block) Finish() error {
+	if b.left > 0 {
+		return fmt.Errorf("warc: %s at %d: Finish before the block's end", b.loc.Segment, b.loc.Offset)
+	}
+	rest, err := io.ReadAll(io.LimitReader(b.r, 9))
+	if err != nil {
+		return fmt.Errorf("warc: %s at %d: after the block: %w", b.loc.Segment, b.loc.Offset, unexpected(err))
+	}
+	if len(rest) > 8 || len(bytes.Trim(rest, "\r\n")) > 0 {
+		return fmt.Errorf("warc: %s at %d: more than one record, or not a record's end, after the block", b.loc.Segment, b.loc.Offset)
+	}
+	return nil
 }
 
 // Close closes the segment the block is read from.

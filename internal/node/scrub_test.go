@@ -1,0 +1,135 @@
+package node
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/websim"
+)
+
+// flipBytes damages 32 bytes in the middle of c's gzip member in dir.
+func flipBytes(t *testing.T, data string, c index.Capture) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(data, "warc", c.Segment), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 32)
+	at := c.Offset + c.Length/2
+	if _, err := f.ReadAt(buf, at); err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] ^= 0xff
+	}
+	if _, err := f.WriteAt(buf, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A record damaged on every node is unrepairable: the scrub keeps it in
+// the index and counts it unrepairable (logged, for a restore from
+// backup). Another copy is read, not only listed, before one is dropped.
+func TestScrubKeepsCaptureWhoseOtherCopiesAreDamaged(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+	nodes, cfgs := startNetwork(t, 3, srv.URL(), func(c *Config) { c.ScrubRate = -1 })
+	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	waitCopies(t, 3, nodes...)
+	var victim index.Capture
+	err := nodes[0].local.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
+		id, _, ok := nodes[0].owner(urlkey.SiteOfKey(c.URLKey))
+		if ok && id == nodes[0].ID() && c.Length > 600 && c.MIME == "text/html" {
+			victim = c
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil || victim.RecordID == "" {
+		t.Fatalf("no capture owned by n1: %v", err)
+	}
+	// The copies on n2 and n3 rot too (their scrubs are off, and no one reads).
+	for _, n := range nodes[1:] {
+		cp, ok, err := index.Lookup(n.db, victim.URLKey, victim.Time)
+		if err != nil || !ok || cp.RecordID != victim.RecordID {
+			t.Fatalf("%s lacks the victim: %v %v", n.name, ok, err)
+		}
+		flipBytes(t, n.data, cp)
+		if _, err := n.local.Record(context.Background(), cp); err == nil {
+			t.Fatalf("%s's copy still reads", n.name)
+		}
+	}
+	nodes[0].stop(t)
+	flipBytes(t, nodes[0].data, victim)
+	cfgs[0].ScrubRate = 0 // default: scrub
+	nodes[0] = start(t, "n1", cfgs[0])
+	waitMembers(t, 3, nodes...)
+
+	deadline := time.Now().Add(20 * time.Second)
+	for nodes[0].scrubStats().Damaged == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	st := nodes[0].scrubStats()
+	_, ok, _ := index.Lookup(nodes[0].db, victim.URLKey, victim.Time)
+	if st.Damaged == 0 {
+		t.Fatalf("scrub found nothing: %+v", st)
+	}
+	if st.Unrepairable == 0 || !ok {
+		t.Errorf("no good copy exists anywhere, yet the scrub counted it repairable (%+v) and n1's index holds it: %v", st, ok)
+	}
+}
+
+// When the other nodes cannot be asked (down, partitioned, restarting), a
+// damaged record is not called unrepairable: the next pass looks again.
+func TestScrubDoesNotCallUnaskedCopiesUnrepairable(t *testing.T) {
+	nodes, victim := damagedOnOwnerOthersDown(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for nodes[0].scrubStats().Damaged == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	st := nodes[0].scrubStats()
+	if st.Damaged == 0 {
+		t.Fatalf("scrub found nothing: %+v", st)
+	}
+	if st.Unrepairable != 0 {
+		t.Errorf("n2 and n3 hold good copies of %s (only stopped), yet the scrub counted it unrepairable: %+v", victim.URL, st)
+	}
+}
+
+func damagedOnOwnerOthersDown(t *testing.T) ([]*testNode, index.Capture) {
+	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+	nodes, cfgs := startNetwork(t, 3, srv.URL(), func(c *Config) { c.ScrubRate = -1 })
+	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	waitCopies(t, 3, nodes...)
+	var victim index.Capture
+	nodes[0].local.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
+		id, _, ok := nodes[0].owner(urlkey.SiteOfKey(c.URLKey))
+		if ok && id == nodes[0].ID() && c.Length > 600 && c.MIME == "text/html" {
+			victim = c
+			return false, nil
+		}
+		return true, nil
+	})
+	if victim.RecordID == "" {
+		t.Fatal("no victim")
+	}
+	for _, n := range nodes {
+		n.stop(t)
+	}
+	flipBytes(t, nodes[0].data, victim)
+	cfgs[0].ScrubRate = 0
+	nodes[0] = start(t, "n1", cfgs[0])
+	return nodes, victim
+}
