@@ -2,9 +2,7 @@ package archive
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
@@ -73,15 +71,9 @@ func (l *Local) readThrough(c index.Capture) (int64, error) {
 		return 0, err
 	}
 	defer b.Close()
-	n, err := io.Copy(io.Discard, b)
-	if err == nil {
-		err = b.Finish() // the gzip member's checksum, the record's end
-	}
+	n, err := b.Check()
 	if err == nil && b.Header.Get("WARC-Record-ID") != c.RecordID && c.RecordID != "" {
 		err = fmt.Errorf("archive: %s at %d holds record %.100s, not %s", c.Segment, c.Offset, b.Header.Get("WARC-Record-ID"), c.RecordID)
-	}
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
 	}
 	return n, err
 }

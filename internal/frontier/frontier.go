@@ -474,51 +474,54 @@ func deferKey(queueKey []byte) []byte {
 func (f *Frontier) requeueDeferred() error {
 	b := f.db.NewBatch()
 	defer b.Close()
-	err := f.scan("f/d/", func(k, v []byte) error {
-		f.stats.Retried++
-		if err := b.Set(append([]byte("f/q/"), k[len("f/d/"):]...), v, nil); err != nil {
-			return err
-		}
-		return b.Delete(k, nil)
-	})
-	if err != nil || b.Empty() {
+	moved, err := f.moveDeferred(b)
+	if err != nil || len(moved) == 0 {
 		return err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("frontier: %w", err)
 	}
-	return nil
+	return nil // the queue is loaded from disk next
 }
 
 // RequeueDeferred stages into b the return to the queue of every lease
 // deferred so far, for a frontier that stays open (a node's) to try them
 // again now and then, as Open does for a run.
 func (f *Frontier) RequeueDeferred(b *pebble.Batch) error {
-	var adds []staged
+	moved, err := f.moveDeferred(b)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.stagedAdds = append(f.stagedAdds, moved...)
+	f.mu.Unlock()
+	return nil
+}
+
+// moveDeferred stages into b the move of every committed deferred lease
+// back under its queue key, and returns them as staged queue entries.
+func (f *Frontier) moveDeferred(b *pebble.Batch) ([]staged, error) {
+	var moved []staged
 	err := f.scan("f/d/", func(k, v []byte) error {
 		key := append([]byte("f/q/"), k[len("f/d/"):]...)
 		name, _, ok := bytes.Cut(key[len("f/q/"):], []byte{0})
 		if !ok {
-			return fmt.Errorf("frontier: corrupt deferred key %q", k)
-		}
-		if err := b.Delete(k, nil); err != nil {
-			return err
+			return fmt.Errorf("corrupt deferred key %q", k)
 		}
 		val := bytes.Clone(v)
-		if err := b.Set(key, val, nil); err != nil {
+		if err := errors.Join(b.Delete(k, nil), b.Set(key, val, nil)); err != nil {
 			return err
 		}
-		adds = append(adds, staged{host: string(name), key: key, val: val})
+		moved = append(moved, staged{host: string(name), key: key, val: val})
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("frontier: %w", err)
+		return nil, fmt.Errorf("frontier: %w", err)
 	}
 	f.mu.Lock()
-	f.stagedAdds = append(f.stagedAdds, adds...)
-	f.stats.Retried += len(adds)
+	f.stats.Retried += len(moved)
 	f.mu.Unlock()
-	return nil
+	return moved, nil
 }
 
 // Forward stages the removal of a lease that is handed to another node

@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -126,7 +124,7 @@ func (s *Server) openLarge(c index.Capture) (*response, error) {
 		}
 		return &response{status: http.StatusOK, header: h, body: &storedBody{open: open, size: b.Length}}, nil
 	case warc.TypeResponse:
-		section, err := headerSection(b)
+		section, err := warc.HTTPSection(b)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", errCorrupt, err)
 		}
@@ -151,7 +149,7 @@ func readThrough(bo blockOpener, c index.Capture) error {
 		return err
 	}
 	defer b.Close()
-	_, err = io.Copy(io.Discard, b)
+	_, err = b.Check()
 	return err
 }
 
@@ -177,33 +175,6 @@ func (v *verifiedBlocks) add(id string) {
 		clear(v.ids)
 	}
 	v.ids[id] = true
-}
-
-// maxHeaderSection bounds the HTTP header section of a streamed response.
-const maxHeaderSection = 1 << 20
-
-// headerSection reads an HTTP message's header section, through the blank
-// line that ends it, from r.
-func headerSection(r io.Reader) ([]byte, error) {
-	br := bufio.NewReader(io.LimitReader(r, maxHeaderSection))
-	var section []byte
-	for {
-		line, err := br.ReadSlice('\n')
-		section = append(section, line...)
-		switch {
-		case err == nil:
-			// Only the line just read can end the section: looking at the
-			// whole section for each line would be quadratic.
-			if bytes.HasSuffix(section, []byte("\r\n\r\n")) || bytes.HasSuffix(section, []byte("\n\n")) {
-				return section, nil
-			}
-		case errors.Is(err, bufio.ErrBufferFull):
-		case errors.Is(err, io.EOF):
-			return nil, fmt.Errorf("no end to the HTTP header section in its first %d bytes", len(section))
-		default:
-			return nil, err
-		}
-	}
 }
 
 // serveStored writes a stored body with the archived status. A 200 of

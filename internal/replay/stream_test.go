@@ -143,18 +143,3 @@ func TestLargeChunkedCaptureIsStreamed(t *testing.T) {
 		t.Fatalf("%d, %d bytes (%v), the video: %v; want 200 and the video whole", resp.StatusCode, n, err, sum == sha256.Sum256(video))
 	}
 }
-
-func TestHeaderSection(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody\r\n\r\n", "HTTP/1.1 200 OK\r\nA: b\r\n\r\n"},
-		{"HTTP/1.1 200 OK\nA: b\n\nbody", "HTTP/1.1 200 OK\nA: b\n\n"},
-		{"HTTP/1.1 200 OK\r\nA: " + string(bytes.Repeat([]byte("x"), 10000)) + "\r\n\r\n", "HTTP/1.1 200 OK\r\nA: " + string(bytes.Repeat([]byte("x"), 10000)) + "\r\n\r\n"},
-		{"HTTP/1.1 200 OK\r\nA: b\r\n", ""},
-		{"HTTP/1.1 200 OK\r\n" + string(bytes.Repeat([]byte("A: b\r\n"), maxHeaderSection/6+1)) + "\r\n", ""},
-	} {
-		got, err := headerSection(bytes.NewReader([]byte(tc.in)))
-		if string(got) != tc.want || (err == nil) != (tc.want != "") {
-			t.Errorf("headerSection(%.40q…) = %.40q…, %v; want %.40q…", tc.in, got, err, tc.want)
-		}
-	}
-}

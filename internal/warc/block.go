@@ -90,5 +90,16 @@ func (b *Block) Finish() error {
 	return nil
 }
 
+// Check reads the rest of the block and of its record (Finish), and
+// returns the bytes of the block it read: the whole check of a record
+// read as a stream, for a reader that wants no bytes.
+func (b *Block) Check() (int64, error) {
+	n, err := io.Copy(io.Discard, b)
+	if err != nil {
+		return n, err
+	}
+	return n, b.Finish()
+}
+
 // Close closes the segment the block is read from.
 func (b *Block) Close() error { return b.f.Close() }

@@ -81,3 +81,20 @@ func TestOpenBlockCutShort(t *testing.T) {
 		t.Fatalf("read %d bytes of a block cut short with %v, want an error saying it is cut off", len(got), err)
 	}
 }
+
+// HTTPSection returns exactly the header section, whatever its line ends,
+// and fails on one cut short or over its limit.
+func TestHTTPSection(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody\r\n\r\n", "HTTP/1.1 200 OK\r\nA: b\r\n\r\n"},
+		{"HTTP/1.1 200 OK\nA: b\n\nbody", "HTTP/1.1 200 OK\nA: b\n\n"},
+		{"HTTP/1.1 200 OK\r\nA: " + string(bytes.Repeat([]byte("x"), 10000)) + "\r\n\r\n", "HTTP/1.1 200 OK\r\nA: " + string(bytes.Repeat([]byte("x"), 10000)) + "\r\n\r\n"},
+		{"HTTP/1.1 200 OK\r\nA: b\r\n", ""},
+		{"HTTP/1.1 200 OK\r\n" + string(bytes.Repeat([]byte("A: b\r\n"), maxHTTPHeader/6+1)) + "\r\n", ""},
+	} {
+		got, err := HTTPSection(bytes.NewReader([]byte(tc.in)))
+		if string(got) != tc.want || (err == nil) != (tc.want != "") {
+			t.Errorf("HTTPSection(%.40q…) = %.40q…, %v; want %.40q…", tc.in, got, err, tc.want)
+		}
+	}
+}

@@ -295,7 +295,7 @@ func HTTPHeaderAt(dir string, loc Location) (Header, http.Header, error) {
 	// section cut short (by the block's end or the limit) is a capture cut
 	// short, none of which stands for a whole response, wherever the cut
 	// falls (inside a name, a line would only look malformed).
-	section, err := httpSection(io.LimitReader(br, min(n, maxHTTPHeader)))
+	section, err := HTTPSection(io.LimitReader(br, n))
 	if err != nil {
 		return wh, nil, fmt.Errorf("warc: %s at %d: http headers: %w", loc.Segment, loc.Offset, err)
 	}
@@ -313,10 +313,13 @@ func HTTPHeaderAt(dir string, loc Location) (Header, http.Header, error) {
 	return wh, http.Header(h), nil
 }
 
-// httpSection reads an HTTP message's header section from r, through the
-// blank line that ends it, or fails if r ends first.
-func httpSection(r io.Reader) ([]byte, error) {
-	br := bufio.NewReader(r)
+// HTTPSection reads an HTTP message's header section from r, through the
+// blank line that ends it, or fails if r ends first or the section is
+// longer than a crawler's response header may be (1 MiB). It reads no more
+// of r than it needs, give or take a buffer, and returns exactly the
+// section: what follows it in the message starts at its length.
+func HTTPSection(r io.Reader) ([]byte, error) {
+	br := bufio.NewReader(io.LimitReader(r, maxHTTPHeader))
 	var section []byte
 	whole := true // the bytes read so far end a line
 	for {
