@@ -1,7 +1,6 @@
 package crawl
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -188,19 +187,14 @@ func TestFailedRevisitTakesNewBounds(t *testing.T) {
 	// stays queued, its entry without a due time.
 	all := cfg
 	all.RecrawlAll = true
-	c, err := Open(all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
+	stop := make(chan struct{})
 	go func() {
 		for served.Load() < 2 {
 			time.Sleep(time.Millisecond)
 		}
-		cancel()
+		close(stop)
 	}()
-	c.Run(ctx)
-	c.Close()
+	runStopped(t, all, stop)
 	broken.Store(true) // the next visit fails, for good
 	close(hang)
 	defer srv.Close()

@@ -93,16 +93,7 @@ func TestInterruptedRecrawlAllResumes(t *testing.T) {
 
 	all := cfg
 	all.RecrawlAll = true
-	c, err := Open(all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { <-stop; cancel() }()
-	if _, err := c.Run(ctx); err == nil {
-		t.Fatal("the re-crawl was not stopped partway")
-	}
-	c.Close()
+	runStopped(t, all, stop)
 	caps := archived(t, cfg.Data)
 	revisited := 0
 	for _, cs := range caps {
@@ -117,4 +108,49 @@ func TestInterruptedRecrawlAllResumes(t *testing.T) {
 			t.Errorf("%s: %d captures after a first crawl and a --recrawl-all stopped and resumed, want 2", u, len(cs))
 		}
 	}
+}
+
+// crawledSite serves a site of pages pages, all linked from its home
+// page, and crawls it into a new data directory; stop closes at the tenth
+// fetch after that crawl.
+func crawledSite(t *testing.T, pages int) (Config, *httptest.Server, <-chan struct{}) {
+	t.Helper()
+	var hits atomic.Int64
+	stop := make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == int64(pages)+10 { // ten fetches into what follows
+			once.Do(func() { close(stop) })
+		}
+		w.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/" {
+			for i := range pages - 1 {
+				fmt.Fprintf(w, `<a href="/p%d">p%d</a> `, i, i)
+			}
+			return
+		}
+		fmt.Fprintf(w, "<html><body><p>page %s</p></body></html>", r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := testConfig(t, "", srv.URL+"/")
+	cfg.IgnoreRobots = true
+	cfg.Workers = 2
+	runCrawl(t, cfg)
+	return cfg, srv, stop
+}
+
+// runStopped runs a crawl of cfg until stop closes, and fails the test if
+// it was not stopped partway.
+func runStopped(t *testing.T, cfg Config, stop <-chan struct{}) {
+	t.Helper()
+	c, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	if _, err := c.Run(ctx); err == nil {
+		t.Fatal("fixture: the run was not stopped partway")
+	}
+	c.Close()
 }

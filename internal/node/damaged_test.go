@@ -2,8 +2,6 @@ package node
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -55,15 +53,27 @@ func TestScrubRepairsDamageNoOneRead(t *testing.T) {
 // and restarts it with scrubRate.
 func damagedOnOwner(t *testing.T, scrubRate int64) ([]*testNode, index.Capture) {
 	t.Helper()
+	nodes, cfgs, victim := crawledWithVictim(t)
+	nodes[0].stop(t)
+	flipBytes(t, nodes[0].data, victim)
+	cfgs[0].ScrubRate = scrubRate
+	nodes[0] = start(t, "n1", cfgs[0])
+	waitMembers(t, 3, nodes...)
+	return nodes, victim
+}
+
+// crawledWithVictim crawls websim with a network of three configured by
+// opts, each capture on all three, and returns a response capture of a
+// site the first node owns, as it indexes it.
+func crawledWithVictim(t *testing.T, opts ...func(*Config)) ([]*testNode, []Config, index.Capture) {
+	t.Helper()
 	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
-	nodes, cfgs := startNetwork(t, 3, srv.URL())
+	nodes, cfgs := startNetwork(t, 3, srv.URL(), opts...)
 	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
 		t.Fatal(err)
 	}
 	waitQuiet(t, nodes...)
 	waitCopies(t, 3, nodes...)
-
-	// A response capture of a site nodes[0] owns, as nodes[0] indexes it.
 	var victim index.Capture
 	err := nodes[0].local.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
 		id, _, ok := nodes[0].owner(urlkey.SiteOfKey(c.URLKey))
@@ -76,28 +86,7 @@ func damagedOnOwner(t *testing.T, scrubRate int64) ([]*testNode, index.Capture) 
 	if err != nil || victim.RecordID == "" {
 		t.Fatalf("no capture owned by n1: %v", err)
 	}
-	nodes[0].stop(t)
-	path := filepath.Join(nodes[0].data, "warc", victim.Segment)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 32)
-	at := victim.Offset + victim.Length/2
-	if _, err := f.ReadAt(buf, at); err != nil {
-		t.Fatal(err)
-	}
-	for i := range buf {
-		buf[i] ^= 0xff
-	}
-	if _, err := f.WriteAt(buf, at); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	cfgs[0].ScrubRate = scrubRate
-	nodes[0] = start(t, "n1", cfgs[0])
-	waitMembers(t, 3, nodes...)
-	return nodes, victim
+	return nodes, cfgs, victim
 }
 
 // waitRepaired waits until n's index holds victim at a new place, whose

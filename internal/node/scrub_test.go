@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
-	"github.com/waggle-archive/waggle/internal/urlkey"
-	"github.com/waggle-archive/waggle/internal/websim"
 )
 
 // flipBytes damages 32 bytes in the middle of c's gzip member in dir.
@@ -37,25 +35,7 @@ func flipBytes(t *testing.T, data string, c index.Capture) {
 // the index and counts it unrepairable (logged, for a restore from
 // backup). Another copy is read, not only listed, before one is dropped.
 func TestScrubKeepsCaptureWhoseOtherCopiesAreDamaged(t *testing.T) {
-	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
-	nodes, cfgs := startNetwork(t, 3, srv.URL(), func(c *Config) { c.ScrubRate = -1 })
-	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
-		t.Fatal(err)
-	}
-	waitQuiet(t, nodes...)
-	waitCopies(t, 3, nodes...)
-	var victim index.Capture
-	err := nodes[0].local.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
-		id, _, ok := nodes[0].owner(urlkey.SiteOfKey(c.URLKey))
-		if ok && id == nodes[0].ID() && c.Length > 600 && c.MIME == "text/html" {
-			victim = c
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil || victim.RecordID == "" {
-		t.Fatalf("no capture owned by n1: %v", err)
-	}
+	nodes, cfgs, victim := crawledWithVictim(t, func(c *Config) { c.ScrubRate = -1 })
 	// The copies on n2 and n3 rot too (their scrubs are off, and no one reads).
 	for _, n := range nodes[1:] {
 		cp, ok, err := index.Lookup(n.db, victim.URLKey, victim.Time)
@@ -106,25 +86,8 @@ func TestScrubDoesNotCallUnaskedCopiesUnrepairable(t *testing.T) {
 }
 
 func damagedOnOwnerOthersDown(t *testing.T) ([]*testNode, index.Capture) {
-	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
-	nodes, cfgs := startNetwork(t, 3, srv.URL(), func(c *Config) { c.ScrubRate = -1 })
-	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
-		t.Fatal(err)
-	}
-	waitQuiet(t, nodes...)
-	waitCopies(t, 3, nodes...)
-	var victim index.Capture
-	nodes[0].local.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
-		id, _, ok := nodes[0].owner(urlkey.SiteOfKey(c.URLKey))
-		if ok && id == nodes[0].ID() && c.Length > 600 && c.MIME == "text/html" {
-			victim = c
-			return false, nil
-		}
-		return true, nil
-	})
-	if victim.RecordID == "" {
-		t.Fatal("no victim")
-	}
+	t.Helper()
+	nodes, cfgs, victim := crawledWithVictim(t, func(c *Config) { c.ScrubRate = -1 })
 	for _, n := range nodes {
 		n.stop(t)
 	}

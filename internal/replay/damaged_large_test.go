@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/waggle-archive/waggle/internal/archive"
@@ -47,16 +45,7 @@ func TestDamagedLargeCaptureIsReadElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	via.good = good
-	f, err := os.OpenFile(filepath.Join(a.dir, c.Segment), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [1]byte
-	off := c.Offset + c.Length/2
-	f.ReadAt(b[:], off)
-	b[0] ^= 0x55
-	f.WriteAt(b[:], off)
-	f.Close()
+	flipMiddleByte(t, a, c)
 	resp, sum, n, err := fetchSum(t, a.content.URL+"/web/20240101120000id_/http://example.com/big.mp4")
 	if err != nil || resp.StatusCode != 200 || sum != sha256.Sum256(video) {
 		t.Errorf("%d, %d bytes (%v): the good copy another node holds was never read", resp.StatusCode, n, err)

@@ -5,11 +5,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -26,17 +24,7 @@ func TestDamagedLargeChunkedCaptureIsCutShort(t *testing.T) {
 }
 
 func damagedChunked(t *testing.T, trailer string) {
-	video := make([]byte, streamBlock+1<<20)
-	rand.NewChaCha8([32]byte{8}).Read(video)
-	var chunked bytes.Buffer
-	for rest := video; len(rest) > 0; {
-		n := min(len(rest), 3<<20)
-		fmt.Fprintf(&chunked, "%x\r\n", n)
-		chunked.Write(rest[:n])
-		chunked.WriteString("\r\n")
-		rest = rest[n:]
-	}
-	chunked.WriteString("0\r\n" + trailer + "\r\n")
+	video, chunked := chunkedVideo(trailer)
 	a := newTestArchive(t, []fixture{{url: "http://example.com/big.mp4", at: "20240101120000",
 		header: "Content-Type: video/mp4\r\nTransfer-Encoding: chunked\r\n", body: chunked.String()}})
 	c := a.caps["http://example.com/big.mp4 20240101120000"]
@@ -47,16 +35,7 @@ func damagedChunked(t *testing.T, trailer string) {
 	if resp, sum, n, err := fetchSum(t, u); err != nil || resp.StatusCode != 200 || sum != sha256.Sum256(video) {
 		t.Fatalf("intact: %d, %d bytes (%v)", resp.StatusCode, n, err)
 	}
-	f, err := os.OpenFile(filepath.Join(a.dir, c.Segment), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [1]byte
-	off := c.Offset + c.Length/2
-	f.ReadAt(b[:], off)
-	b[0] ^= 0x55
-	f.WriteAt(b[:], off)
-	f.Close()
+	flipMiddleByte(t, a, c)
 	resp, sum, n, err := fetchSum(t, u)
 	if err == nil && resp.StatusCode < 300 {
 		t.Errorf("%d, %d bytes (same as archived: %v), read without an error: a damaged block was passed on whole",

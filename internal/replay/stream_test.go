@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/waggle-archive/waggle/internal/index"
 )
 
 // largeVideoArchive archives a video whose record is over streamBlock, and
@@ -79,19 +81,7 @@ func TestLargeCaptureIsStreamed(t *testing.T) {
 func TestDamagedLargeCaptureIsCutShort(t *testing.T) {
 	a, video := largeVideoArchive(t)
 	c := a.caps["http://example.com/big.mp4 20240101120000"]
-	path := filepath.Join(a.dir, c.Segment)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The video does not compress: deflate stores it, so a flipped byte
-	// inflates to a wrong byte rather than to an error.
-	var b [1]byte
-	off := c.Offset + c.Length/2
-	f.ReadAt(b[:], off)
-	b[0] ^= 0x55
-	f.WriteAt(b[:], off)
-	f.Close()
+	flipMiddleByte(t, a, c)
 	for _, rng := range []string{"", "bytes=1000-"} {
 		var hdr []string
 		if rng != "" {
@@ -125,6 +115,39 @@ func BenchmarkStreamedRange(b *testing.B) {
 // A large capture archived with chunked framing is replayed without it,
 // whole: its length is not known without reading it all.
 func TestLargeChunkedCaptureIsStreamed(t *testing.T) {
+	video, chunked := chunkedVideo("")
+	a := newTestArchive(t, []fixture{{url: "http://example.com/big.mp4", at: "20240101120000",
+		header: "Content-Type: video/mp4\r\nTransfer-Encoding: chunked\r\n", body: chunked.String()}})
+	resp, sum, n, err := fetchSum(t, a.content.URL+"/web/20240101120000id_/http://example.com/big.mp4", "Range", "bytes=10-19")
+	if err != nil || resp.StatusCode != 200 || n != int64(len(video)) || sum != sha256.Sum256(video) {
+		t.Fatalf("%d, %d bytes (%v), the video: %v; want 200 and the video whole", resp.StatusCode, n, err, sum == sha256.Sum256(video))
+	}
+}
+
+// flipMiddleByte damages the record of a's capture c on disk. Its payload
+// does not compress (deflate stores it), so the flipped byte inflates to a
+// wrong byte rather than to an error.
+func flipMiddleByte(t *testing.T, a *testArchive, c index.Capture) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(a.dir, c.Segment), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [1]byte
+	off := c.Offset + c.Length/2
+	if _, err := f.ReadAt(b[:], off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x55
+	if _, err := f.WriteAt(b[:], off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chunkedVideo returns a video over streamBlock, and its chunked encoding
+// in 3 MiB chunks ending with trailer.
+func chunkedVideo(trailer string) ([]byte, *bytes.Buffer) {
 	video := make([]byte, streamBlock+1<<20)
 	rand.NewChaCha8([32]byte{8}).Read(video)
 	var chunked bytes.Buffer
@@ -135,11 +158,6 @@ func TestLargeChunkedCaptureIsStreamed(t *testing.T) {
 		chunked.WriteString("\r\n")
 		rest = rest[n:]
 	}
-	chunked.WriteString("0\r\n\r\n")
-	a := newTestArchive(t, []fixture{{url: "http://example.com/big.mp4", at: "20240101120000",
-		header: "Content-Type: video/mp4\r\nTransfer-Encoding: chunked\r\n", body: chunked.String()}})
-	resp, sum, n, err := fetchSum(t, a.content.URL+"/web/20240101120000id_/http://example.com/big.mp4", "Range", "bytes=10-19")
-	if err != nil || resp.StatusCode != 200 || n != int64(len(video)) || sum != sha256.Sum256(video) {
-		t.Fatalf("%d, %d bytes (%v), the video: %v; want 200 and the video whole", resp.StatusCode, n, err, sum == sha256.Sum256(video))
-	}
+	chunked.WriteString("0\r\n" + trailer + "\r\n")
+	return video, &chunked
 }
