@@ -122,20 +122,21 @@ const scopeKey = "k/scope"
 // data directory then keeps, or, if none is, the one it kept — a node
 // restarted without --scope keeps the scope its peers send it URLs for.
 func settleScope(db *pebble.DB, given Scope) (Scope, error) {
-	if given == "" {
-		v, closer, err := db.Get([]byte(scopeKey))
-		if errors.Is(err, pebble.ErrNotFound) {
-			return ScopeHost, nil
-		}
-		if err != nil {
-			return "", fmt.Errorf("crawl: %w", err)
-		}
-		defer closer.Close()
-		kept, err := ParseScope(string(v))
-		if err != nil {
+	var kept Scope
+	if v, closer, err := db.Get([]byte(scopeKey)); err == nil {
+		kept, err = ParseScope(string(v))
+		closer.Close()
+		if err != nil && given == "" { // a scope given replaces it anyway
 			return "", fmt.Errorf("crawl: the scope kept in the data directory: %w", err)
 		}
-		return kept, nil
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return "", fmt.Errorf("crawl: %w", err)
+	}
+	switch {
+	case given == "" && kept == "":
+		return ScopeHost, nil
+	case given == "" || given == kept:
+		return kept, nil // nothing to write: no sync at every start
 	}
 	if err := db.Set([]byte(scopeKey), []byte(given), pebble.Sync); err != nil {
 		return "", fmt.Errorf("crawl: %w", err)

@@ -111,11 +111,10 @@ func atOrBefore(caps []index.Capture, t time.Time) int {
 
 // response is an archived HTTP response ready to be replayed.
 type response struct {
-	status    int
-	header    http.Header
-	payload   []byte // the entity body as archived: content codings kept
-	truncated bool
-	body      *storedBody // in place of payload, for a record too large to read whole
+	status  int
+	header  http.Header
+	payload []byte      // the entity body as archived: content codings kept
+	body    *storedBody // in place of payload, for a record too large to read whole
 }
 
 // errCorrupt marks a capture whose record cannot be read back: its bytes
@@ -201,7 +200,7 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 				h[k] = vs
 			}
 		}
-		return &response{status: stored.status, header: h, payload: base.payload, truncated: base.truncated, body: base.body}, nil
+		return &response{status: stored.status, header: h, payload: base.payload, body: base.body}, nil
 	}
 	// Headers that describe the bytes come from the record that holds them.
 	for k := range payloadHeaders {
@@ -210,7 +209,7 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 			own.header[k] = v
 		}
 	}
-	own.payload, own.truncated, own.body = base.payload, base.truncated, base.body
+	own.payload, own.body = base.payload, base.body
 	return own, nil
 }
 
@@ -258,7 +257,7 @@ func parseResponse(raw []byte) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.payload, resp.truncated, err = warc.HTTPPayload(raw)
+	resp.payload, _, err = warc.HTTPPayload(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errCorrupt, err)
 	}
