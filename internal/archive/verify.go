@@ -3,7 +3,6 @@ package archive
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
 )
@@ -21,27 +20,17 @@ type VerifyStats struct {
 // bytes changed on disk, a member that does not inflate, a segment cut
 // short or gone. A damaged returning an error stops the check.
 func (l *Local) Verify(ctx context.Context, damaged func(index.Capture, error) error) (VerifyStats, error) {
-	st, _, _, err := l.VerifyFrom(ctx, VerifyCursor{}, -1, damaged)
+	st, _, _, err := l.VerifyFrom(ctx, index.Position{}, -1, damaged)
 	return st, err
-}
-
-// A VerifyCursor is where a check left off: after the capture of URLKey at
-// Time. The zero cursor is the start.
-type VerifyCursor struct {
-	URLKey string
-	Time   time.Time
 }
 
 // VerifyFrom is Verify from the capture after cur, stopping once it has
 // read budget bytes of blocks (no bound if negative): a check done a part
 // at a time. It returns where it stopped, and whether it reached the end.
-func (l *Local) VerifyFrom(ctx context.Context, cur VerifyCursor, budget int64, damaged func(index.Capture, error) error) (VerifyStats, VerifyCursor, bool, error) {
+func (l *Local) VerifyFrom(ctx context.Context, cur index.Position, budget int64, damaged func(index.Capture, error) error) (VerifyStats, index.Position, bool, error) {
 	var st VerifyStats
 	end := true
-	err := l.idx.Range(ctx, cur.URLKey, "", false, func(c index.Capture) (bool, error) {
-		if c.URLKey == cur.URLKey && !c.Time.After(cur.Time) {
-			return true, nil // checked already
-		}
+	err := l.idx.After(ctx, cur, func(c index.Capture) (bool, error) {
 		if budget >= 0 && st.Bytes >= budget {
 			end = false
 			return false, nil
@@ -49,7 +38,7 @@ func (l *Local) VerifyFrom(ctx context.Context, cur VerifyCursor, budget int64, 
 		n, err := l.readThrough(c)
 		st.Captures++
 		st.Bytes += n
-		cur = VerifyCursor{URLKey: c.URLKey, Time: c.Time}
+		cur = index.Position{URLKey: c.URLKey, Time: c.Time}
 		if err != nil {
 			st.Damaged++
 			if derr := damaged(c, err); derr != nil {

@@ -21,7 +21,7 @@ func TestVerifyFromCursor(t *testing.T) {
 	}
 	l := archivePages(t, pages)
 	seen := map[string]int{}
-	var cur VerifyCursor
+	var cur index.Position
 	for i := 0; ; i++ {
 		if i > 100 {
 			t.Fatal("no end")

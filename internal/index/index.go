@@ -156,6 +156,25 @@ func (x *Index) Range(ctx context.Context, lo, hi string, reverse bool, fn func(
 	return x.scanCaptures(ctx, lo, hi, reverse, fn)
 }
 
+// A Position is a capture's place in the index's order: its URL key, then
+// its time. The zero Position is before every capture.
+type Position struct {
+	URLKey string
+	Time   time.Time
+}
+
+// After calls fn for each capture after p, in the index's order, until fn
+// returns false or an error: a walk over the index a part at a time, from
+// where the last part ended.
+func (x *Index) After(ctx context.Context, p Position, fn func(Capture) (bool, error)) error {
+	return x.Range(ctx, p.URLKey, "", false, func(c Capture) (bool, error) {
+		if c.URLKey == p.URLKey && !c.Time.After(p.Time) {
+			return true, nil // p itself, or before it
+		}
+		return fn(c)
+	})
+}
+
 func (x *Index) scanCaptures(ctx context.Context, lo, hi string, reverse bool, fn func(Capture) (bool, error)) error {
 	return x.scan(ctx, lo, hi, reverse, func(_, v []byte) (bool, error) {
 		c, err := decodeCapture(v)

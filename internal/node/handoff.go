@@ -192,7 +192,7 @@ func (n *Node) release(ctx context.Context) error {
 	}
 	digest := binary.BigEndian.AppendUint64(nil, rg.Digest())
 	deadline := time.Now().Add(n.cfg.RepairEvery / 2)
-	var after releaseCursor
+	var after index.Position
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		more, err := n.releaseNext(ctx, digest, &after)
 		if err != nil || !more {
@@ -202,22 +202,13 @@ func (n *Node) release(ctx context.Context) error {
 	return nil
 }
 
-// releaseCursor is the last capture a release batch looked at.
-type releaseCursor struct {
-	urlKey string
-	time   time.Time
-}
-
 // releaseNext releases what it can of the next releaseBatch candidates
 // after *after, and moves *after past them; more is false at the end of
 // the index.
-func (n *Node) releaseNext(ctx context.Context, digest []byte, after *releaseCursor) (more bool, err error) {
+func (n *Node) releaseNext(ctx context.Context, digest []byte, after *index.Position) (more bool, err error) {
 	var candidates []index.Capture
-	err = n.local.Index().Range(ctx, after.urlKey, "", false, func(c index.Capture) (bool, error) {
-		if c.URLKey == after.urlKey && !c.Time.After(after.time) {
-			return true, nil // an earlier batch's
-		}
-		*after = releaseCursor{c.URLKey, c.Time}
+	err = n.local.Index().After(ctx, *after, func(c index.Capture) (bool, error) {
+		*after = index.Position{URLKey: c.URLKey, Time: c.Time}
 		if !n.holds(n.ID(), urlkey.SiteOfKey(c.URLKey)) && n.handedOff(c.RecordID, digest) {
 			candidates = append(candidates, c)
 		}

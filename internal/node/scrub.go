@@ -9,7 +9,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
 )
 
@@ -69,7 +68,7 @@ func (n *Node) scrub(ctx context.Context) {
 	}
 	if done {
 		n.scrubs.passes.Add(1)
-		next = archive.VerifyCursor{}
+		next = index.Position{}
 	}
 	n.saveScrubCursor(next)
 }
@@ -106,19 +105,19 @@ func (n *Node) scrubDamaged(ctx context.Context, c index.Capture, why error) {
 		"url", c.URL, "timestamp", c.Timestamp14(), "segment", c.Segment, "offset", c.Offset, "err", why)
 }
 
-func (n *Node) scrubCursor() archive.VerifyCursor {
+func (n *Node) scrubCursor() index.Position {
 	v, closer, err := n.db.Get([]byte(scrubKey))
 	if err != nil {
-		return archive.VerifyCursor{}
+		return index.Position{}
 	}
 	defer closer.Close()
 	if len(v) < 8 {
-		return archive.VerifyCursor{}
+		return index.Position{}
 	}
-	return archive.VerifyCursor{Time: time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC(), URLKey: string(v[8:])}
+	return index.Position{Time: time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC(), URLKey: string(v[8:])}
 }
 
-func (n *Node) saveScrubCursor(c archive.VerifyCursor) {
+func (n *Node) saveScrubCursor(c index.Position) {
 	var v []byte
 	if c.URLKey != "" {
 		v = binary.BigEndian.AppendUint64(nil, uint64(c.Time.UnixNano()))
