@@ -66,27 +66,7 @@ func TestSeedLostToAnOutageIsNotPoisoned(t *testing.T) {
 // capture from the first crawl and one from the re-crawl.
 func TestInterruptedRecrawlAllResumes(t *testing.T) {
 	const pages = 40
-	var hits atomic.Int64
-	stop := make(chan struct{})
-	var once sync.Once
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hits.Add(1) == pages+10 { // ten fetches into the re-crawl
-			once.Do(func() { close(stop) })
-		}
-		w.Header().Set("Content-Type", "text/html")
-		if r.URL.Path == "/" {
-			for i := range pages - 1 {
-				fmt.Fprintf(w, `<a href="/p%d">p%d</a> `, i, i)
-			}
-			return
-		}
-		fmt.Fprintf(w, "<html><body><p>page %s</p></body></html>", r.URL.Path)
-	}))
-	defer srv.Close()
-	cfg := testConfig(t, "", srv.URL+"/")
-	cfg.IgnoreRobots = true
-	cfg.Workers = 2
-	runCrawl(t, cfg)
+	cfg, _, stop := crawledSite(t, pages)
 	if n := len(archived(t, cfg.Data)); n != pages {
 		t.Fatalf("first crawl: %d URLs archived, want %d", n, pages)
 	}
