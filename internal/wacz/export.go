@@ -14,7 +14,7 @@ import (
 	"io"
 	"os"
 	"path"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/archive"
@@ -419,33 +419,48 @@ func (e *exporter) page(c index.Capture, title string) error {
 	return nil
 }
 
-// mergeCDXJ writes the sorted CDXJ lines of r merged with the lines of
-// extra, ordered by SURT key and timestamp.
+// mergeCDXJ writes the CDXJ lines of r, which come in SURT key and time
+// order, merged with the lines of extra, in byte order (as `LC_ALL=C sort`
+// has it): the lines of one key and second, which the 14-digit timestamp
+// does not tell apart, are gathered from both and sorted by their bytes.
 func mergeCDXJ(w io.Writer, r io.Reader, extra [][]byte) error {
-	sort.SliceStable(extra, func(i, j int) bool { return bytes.Compare(sortKey(extra[i]), sortKey(extra[j])) < 0 })
+	slices.SortStableFunc(extra, func(a, b []byte) int { return bytes.Compare(sortKey(a), sortKey(b)) })
 	bw := bufio.NewWriterSize(w, 64<<10)
-	br := bufio.NewReaderSize(r, 64<<10)
-	line, err := br.ReadBytes('\n')
-	for {
-		if len(line) == 0 && err != nil {
-			break
+	var run [][]byte // lines of one key and second
+	flush := func() {
+		slices.SortFunc(run, bytes.Compare)
+		for _, l := range run {
+			bw.Write(l)
 		}
-		for len(extra) > 0 && bytes.Compare(sortKey(extra[0]), sortKey(line)) < 0 {
-			bw.Write(extra[0])
-			extra = extra[1:]
-		}
-		bw.Write(line)
-		if err != nil {
-			break
-		}
-		line, err = br.ReadBytes('\n')
+		run = run[:0]
 	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		return err
+	add := func(line []byte) {
+		if len(run) > 0 && !bytes.Equal(sortKey(run[0]), sortKey(line)) {
+			flush()
+		}
+		run = append(run, line)
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			for len(extra) > 0 && bytes.Compare(sortKey(extra[0]), sortKey(line)) <= 0 {
+				add(extra[0])
+				extra = extra[1:]
+			}
+			add(line)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
 	}
 	for _, l := range extra {
-		bw.Write(l)
+		add(l)
 	}
+	flush()
 	return bw.Flush()
 }
 
