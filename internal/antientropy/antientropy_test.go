@@ -28,7 +28,12 @@ func (r *treeRemote) Children(_ context.Context, d int, parents []uint64) ([]uin
 }
 
 func capture(i int) index.Capture {
+	var sh uint64 // an HTML page's, on some captures
+	if i%2 == 0 {
+		sh = 0x9e3779b97f4a7c15*uint64(i) + 1
+	}
 	return index.Capture{
+		SimHash:  sh,
 		URLKey:   fmt.Sprintf("com,example%03d)/page/%d", i%997, i),
 		Time:     time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second),
 		URL:      fmt.Sprintf("http://example%03d.com/page/%d", i%997, i),

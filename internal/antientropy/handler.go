@@ -357,5 +357,9 @@ func (s *server) diff(ctx context.Context, caller string, r *http.Request) ([]by
 		}
 		return x.Time.Compare(y.Time)
 	})
-	return a.append(make([]byte, 0, size+64))
+	version := byte(wireVersion)
+	if r.Header.Get(acceptVersion) == strconv.Itoa(diffVersionSimHash) {
+		version = diffVersionSimHash
+	}
+	return a.append(make([]byte, 0, size+64), version)
 }

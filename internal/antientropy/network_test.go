@@ -375,7 +375,7 @@ func TestSyncGarbage(t *testing.T) {
 		other = capture(i)
 	}
 	answer := func(a diffAnswer) []byte {
-		b, err := a.append(nil)
+		b, err := a.append(nil, wireVersion)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -543,11 +543,15 @@ func FuzzDecode(f *testing.F) {
 	if bucketAt(fp, 2) <= 3 {
 		f.Add(diffRequest{depth: 2, buckets: []diffBucket{{bucket: bucketAt(fp, 2), fps: []uint64{fp}}}}.append(nil))
 	}
-	a, err := diffAnswer{answered: 2, missingThere: 1, captures: []index.Capture{capture(1), capture(2), capture(1002)}}.append(nil)
-	if err != nil {
-		f.Fatal(err)
+	withSimHash := capture(2)
+	withSimHash.SimHash = 0xfedcba9876543210
+	for _, v := range []byte{wireVersion, diffVersionSimHash} {
+		a, err := diffAnswer{answered: 2, missingThere: 1, captures: []index.Capture{capture(1), withSimHash, capture(1002)}}.append(nil, v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(a)
 	}
-	f.Add(a)
 	f.Add([]byte{wireVersion, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// What decodes must encode to something that decodes the same.
@@ -572,7 +576,7 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		if a, err := decodeDiffAnswer(b); err == nil {
-			enc, err := a.append(nil)
+			enc, err := a.append(nil, b[0])
 			if err != nil {
 				t.Fatal(err)
 			}

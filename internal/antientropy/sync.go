@@ -329,6 +329,7 @@ func (s *syncer) call(ctx context.Context, method, target string, body []byte, l
 	if body != nil {
 		req.Header.Set("Content-Type", contentType)
 	}
+	req.Header.Set(acceptVersion, strconv.Itoa(diffVersionSimHash))
 	resp, err := s.cfg.Client.Do(ctx, s.cfg.PeerAddr, s.cfg.PeerID, req)
 	if err != nil {
 		return nil, fmt.Errorf("antientropy: %w", err)

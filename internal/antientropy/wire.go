@@ -29,8 +29,15 @@ import (
 // the prefix shared with the previous capture's key, then the rest), then
 // the time as a varint of Unix nanoseconds, then URL, Type, MIME, Digest,
 // Segment, RecordID and Redirect as lengths and bytes, then Status, Offset
-// and Length as varints.
-const wireVersion = 1
+// and Length as varints, and in a diff answer of version
+// diffVersionSimHash the SimHash (8 bytes). An asker names the highest
+// diff answer version it reads in the acceptVersion header, which nodes
+// that predate version 2 ignore (answering version 1).
+const (
+	wireVersion        = 1
+	diffVersionSimHash = 2
+	acceptVersion      = "Waggle-Accept-Version"
+)
 
 // Bounds on what one request or answer may carry. Each decoder checks
 // them before it allocates.
@@ -205,8 +212,9 @@ type diffAnswer struct {
 	captures     []index.Capture
 }
 
-func (a diffAnswer) append(b []byte) ([]byte, error) {
-	b = append(b, wireVersion)
+// append appends the answer in version wireVersion or diffVersionSimHash.
+func (a diffAnswer) append(b []byte, version byte) ([]byte, error) {
+	b = append(b, version)
 	b = binary.AppendUvarint(b, uint64(a.answered))
 	b = binary.AppendUvarint(b, uint64(a.missingThere))
 	b = binary.AppendUvarint(b, uint64(len(a.captures)))
@@ -223,6 +231,9 @@ func (a diffAnswer) append(b []byte) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(c.Status))
 		b = binary.AppendVarint(b, c.Offset)
 		b = binary.AppendVarint(b, c.Length)
+		if version == diffVersionSimHash {
+			b = binary.BigEndian.AppendUint64(b, c.SimHash)
+		}
 		if len(b)-start > maxCaptureBytes {
 			return nil, fmt.Errorf("antientropy: capture of %.200q at %s is over %d bytes encoded", c.URLKey, c.Timestamp14(), maxCaptureBytes)
 		}
@@ -236,13 +247,18 @@ func (a diffAnswer) append(b []byte) ([]byte, error) {
 
 // encodedSize bounds the size of c in a diff answer.
 func encodedSize(c index.Capture) int {
-	return 8*binary.MaxVarintLen64 + len(c.URLKey) + len(c.URL) + len(c.Type) + len(c.MIME) +
+	return 8*binary.MaxVarintLen64 + 8 + len(c.URLKey) + len(c.URL) + len(c.Type) + len(c.MIME) +
 		len(c.Digest) + len(c.Segment) + len(c.RecordID) + len(c.Redirect)
 }
 
 func decodeDiffAnswer(b []byte) (diffAnswer, error) {
 	r := reader{buf: b}
-	r.version()
+	withSimHash := false
+	if v := r.byte(); r.err == nil && v != wireVersion && v != diffVersionSimHash {
+		r.fail("version %d, want %d or %d", v, wireVersion, diffVersionSimHash)
+	} else {
+		withSimHash = v == diffVersionSimHash
+	}
 	a := diffAnswer{answered: int(r.uvarint(maxDiffBuckets)), missingThere: int(r.uvarint(maxDiffFingerprints))}
 	n := r.uvarint(maxAnswerCaptures)
 	// A capture takes at least 14 bytes, which bounds the allocation by
@@ -261,6 +277,9 @@ func decodeDiffAnswer(b []byte) (diffAnswer, error) {
 		c.Status = int(r.varint(0, 999))
 		c.Offset = r.varint(0, math.MaxInt64)
 		c.Length = r.varint(0, math.MaxInt64)
+		if withSimHash {
+			c.SimHash = r.uint64()
+		}
 		if r.err != nil {
 			break
 		}

@@ -90,7 +90,8 @@ func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 }
 
 // copyFacts are what this node derives from a copied capture's record
-// rather than take on a peer's word: the SimHash of an HTML page, the
+// rather than take on a peer's word: the SimHash of an HTML page (a
+// revisit's, which has no text, comes from its original), the
 // validators a revisit of it would send, and the original a revisit
 // record names (which may be on another node).
 type copyFacts struct {
@@ -282,12 +283,14 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 		}
 		cp := *e.cp
 		cp.Segment, cp.Offset, cp.Length, cp.Node = l.Segment, l.Offset, l.Length, ""
-		cp.SimHash = e.facts.simhash
 		if cp.Type == warc.TypeRevisit {
-			// Its original's, if this node holds it.
+			// A revisit has no text to hash: its original's, if this node
+			// holds it, else the one the owner sent (if any).
 			if first, ok, err := index.ByDigest(b, cp.Digest); err == nil && ok {
 				cp.SimHash = first.SimHash
 			}
+		} else {
+			cp.SimHash = e.facts.simhash
 		}
 		if err := index.Put(b, cp); err != nil {
 			return nil, err

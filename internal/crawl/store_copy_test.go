@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
@@ -93,5 +94,56 @@ func TestCopiedErrorRevisitGivesNoValidators(t *testing.T) {
 		if inm != "" {
 			t.Errorf("the holder of the copy re-crawled /b-missing, whose last capture was a 404, with If-None-Match %q", inm)
 		}
+	}
+}
+
+// A revisit has no text to hash: a node that stores a copy of one gives it
+// its original's SimHash when it holds the original, and otherwise the
+// one the owner sent, so that every replica collapses near-duplicates
+// alike.
+func TestCopiedRevisitKeepsSimHash(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<html><body><h1>Mirror</h1><p>The same page served at two addresses of the site.</p></body></html>")
+	}))
+	defer srv.Close()
+	a, b := srv.URL+"/a", srv.URL+"/b"
+	src := testConfig(t, "", a)
+	src.IgnoreRobots = true
+	runCrawl(t, src)
+	src.Seeds = []string{b}
+	runCrawl(t, src)
+	caps := archived(t, src.Data)
+	if len(caps[a]) != 1 || len(caps[b]) != 1 || caps[b][0].Type != warc.TypeRevisit || caps[b][0].SimHash == 0 ||
+		caps[b][0].SimHash != caps[a][0].SimHash {
+		t.Fatalf("captures %+v and %+v; want a page and a revisit of it with its SimHash", caps[a], caps[b])
+	}
+	srcDir := filepath.Join(src.Data, "warc")
+	copyOf := func(cp index.Capture) Copy {
+		return Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp}
+	}
+	stored := func(copies ...Copy) index.Capture {
+		t.Helper()
+		dst := testConfig(t, "")
+		c, stop := running(t, dst)
+		if _, err := c.Store(context.Background(), copies); err != nil {
+			t.Fatal(err)
+		}
+		stop()
+		got := archived(t, dst.Data)[b]
+		if len(got) != 1 {
+			t.Fatalf("the copy of %s stored as %+v", b, got)
+		}
+		return got[0]
+	}
+	want := caps[b][0].SimHash
+	if got := stored(copyOf(caps[b][0])); got.SimHash != want {
+		t.Errorf("a revisit copied without its original has SimHash %016x, the owner's %016x", got.SimHash, want)
+	}
+	// The original held here outweighs what the owner says.
+	wrong := caps[b][0]
+	wrong.SimHash = ^want
+	if got := stored(copyOf(caps[a][0]), copyOf(wrong)); got.SimHash != want {
+		t.Errorf("a revisit copied with its original has SimHash %016x, the original's %016x", got.SimHash, want)
 	}
 }

@@ -23,14 +23,16 @@ type Entry struct {
 
 // queueVersion is the first byte of a queue value:
 //
-//	0x01 capture uvarint(records) records × (str segment, uvarint offset, uvarint length)
+//	0x02 capture simhash uvarint(records) records × (str segment, uvarint offset, uvarint length)
 //	     uvarint(targets) targets × str peer ID
 //
-// with the capture as on the wire and str a uvarint length and bytes. The
-// targets are the peers that hold or are to get the capture: those with a
-// copy queued, and those that acknowledged one. Retarget reads them so as
-// not to send a copy again to a peer that has it.
-const queueVersion = 1
+// with the capture as on the wire, its SimHash 8 bytes big-endian, and str
+// a uvarint length and bytes. Version 1, which queues written before
+// SimHashes travelled hold, is the same without the SimHash. The targets
+// are the peers that hold or are to get the capture: those with a copy
+// queued, and those that acknowledged one. Retarget reads them so as not
+// to send a copy again to a peer that has it.
+const queueVersion = 2
 
 const maxTargets = 64
 
@@ -105,6 +107,7 @@ func captureID(c *index.Capture) string {
 func appendValue(dst []byte, e *Entry, targets []string) []byte {
 	dst = append(dst, queueVersion)
 	dst = appendCapture(dst, &e.Capture)
+	dst = binary.BigEndian.AppendUint64(dst, e.Capture.SimHash)
 	dst = binary.AppendUvarint(dst, uint64(len(e.Records)))
 	for _, l := range e.Records {
 		dst = binary.AppendUvarint(dst, uint64(len(l.Segment)))
@@ -122,7 +125,7 @@ func appendValue(dst []byte, e *Entry, targets []string) []byte {
 
 // parseValue parses a queue value, checking it as Add does.
 func parseValue(v []byte) (Entry, []string, error) {
-	if len(v) == 0 || v[0] != queueVersion {
+	if len(v) == 0 || v[0] != 1 && v[0] != queueVersion {
 		return Entry{}, nil, errors.New("unknown queue value version")
 	}
 	r := &reader{buf: v[1:]}
@@ -130,6 +133,11 @@ func parseValue(v []byte) (Entry, []string, error) {
 	var e Entry
 	if c != nil {
 		e.Capture = *c
+	}
+	if v[0] == queueVersion {
+		if sh := r.bytes(8, "SimHash"); sh != nil {
+			e.Capture.SimHash = binary.BigEndian.Uint64(sh)
+		}
 	}
 	n := r.uvarint("record count")
 	if r.err == nil && (n == 0 || n > MaxEntryRecords) {

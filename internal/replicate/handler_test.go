@@ -138,58 +138,79 @@ func TestCodecRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	entries := captures(t, dir, 5)
 	var wes []wireEntry
-	for _, e := range entries {
+	for i, e := range entries {
 		c := e.Capture
 		c.Segment, c.Offset, c.Length = "", 0, 0
 		c.Redirect = "https://example.com/ünïcode"
+		c.SimHash = 0x9e3779b97f4a7c15 * uint64(i+1)
 		we := wireEntry{capture: c}
 		for _, l := range e.Records {
 			we.members = append(we.members, segmentBytes(t, dir, l))
 		}
 		wes = append(wes, we)
 	}
-	copies, err := decodeCopies(batchBytes(wes))
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := 0
-	for _, we := range wes {
-		for j, m := range we.members {
-			cp := copies[i]
-			i++
-			if !bytes.Equal(cp.Member, m) {
-				t.Errorf("member %d differs", i)
-			}
-			if (j == 0) != (cp.Capture != nil) {
-				t.Fatalf("copy %d: capture %v", i, cp.Capture)
-			}
-			if j == 0 && (*cp.Capture != we.capture) {
-				if !cp.Capture.Time.Equal(we.capture.Time) {
-					t.Errorf("time %v, want %v", cp.Capture.Time, we.capture.Time)
-				}
-				c := *cp.Capture
-				c.Time = we.capture.Time
-				if c != we.capture {
-					t.Errorf("capture %+v, want %+v", c, we.capture)
-				}
-			}
-		}
-	}
-	if i != len(copies) {
-		t.Errorf("%d copies, want %d", len(copies), i)
-	}
-	if err := verifyCopies(copies, math.MaxInt64); err != nil {
-		t.Error(err)
-	}
-	// Queue values round-trip too.
-	for _, e := range entries {
-		got, targets, err := parseValue(appendValue(nil, &e, []string{"a", "b"}))
+	// Version 1 leaves the SimHash behind; version 2 carries it.
+	for _, version := range []byte{magic[3], versionSimHash} {
+		copies, err := decodeCopies(batchVersion(wes, version))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !got.Capture.Time.Equal(e.Capture.Time) || got.Capture.RecordID != e.Capture.RecordID ||
+		i := 0
+		for _, we := range wes {
+			want := we.capture
+			if version != versionSimHash {
+				want.SimHash = 0
+			}
+			for j, m := range we.members {
+				cp := copies[i]
+				i++
+				if !bytes.Equal(cp.Member, m) {
+					t.Errorf("version %d: member %d differs", version, i)
+				}
+				if (j == 0) != (cp.Capture != nil) {
+					t.Fatalf("version %d: copy %d: capture %v", version, i, cp.Capture)
+				}
+				if j == 0 && (*cp.Capture != want) {
+					if !cp.Capture.Time.Equal(want.Time) {
+						t.Errorf("version %d: time %v, want %v", version, cp.Capture.Time, want.Time)
+					}
+					c := *cp.Capture
+					c.Time = want.Time
+					if c != want {
+						t.Errorf("version %d: capture %+v, want %+v", version, c, want)
+					}
+				}
+			}
+		}
+		if i != len(copies) {
+			t.Errorf("version %d: %d copies, want %d", version, len(copies), i)
+		}
+		if err := verifyCopies(copies, math.MaxInt64); err != nil {
+			t.Error(err)
+		}
+	}
+	// Queue values round-trip too, with the SimHash; a value of version 1,
+	// written before SimHashes were queued, still reads.
+	for i, e := range entries {
+		e.Capture.SimHash = wes[i].capture.SimHash
+		v := appendValue(nil, &e, []string{"a", "b"})
+		got, targets, err := parseValue(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Capture.Time.Equal(e.Capture.Time) || got.Capture.RecordID != e.Capture.RecordID || got.Capture.SimHash != e.Capture.SimHash ||
 			got.Capture.Segment != e.Capture.Segment || len(got.Records) != len(e.Records) || len(targets) != 2 {
 			t.Errorf("queue value: %+v %v, want %+v", got, targets, e)
+		}
+		capEnd := 1 + len(appendCapture(nil, &e.Capture))
+		old := append([]byte{1}, v[1:capEnd]...)
+		old = append(old, v[capEnd+8:]...)
+		got, targets, err = parseValue(old)
+		if err != nil {
+			t.Fatalf("queue value of version 1: %v", err)
+		}
+		if got.Capture.RecordID != e.Capture.RecordID || got.Capture.SimHash != 0 || len(got.Records) != len(e.Records) || len(targets) != 2 {
+			t.Errorf("queue value of version 1: %+v %v, want %+v without SimHash", got, targets, e)
 		}
 	}
 }
@@ -209,9 +230,11 @@ func FuzzDecodeCopies(f *testing.F) {
 			we.members = append(we.members, b[l.Offset:l.Offset+l.Length])
 		}
 		f.Add(batchBytes([]wireEntry{we}))
+		f.Add(batchVersion([]wireEntry{we}, versionSimHash))
 	}
 	f.Add([]byte("WGR\x01\x00"))
 	f.Add([]byte("WGR\x02"))
+	f.Add([]byte("WGR\x03"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		copies, err := decodeCopies(body)
@@ -229,7 +252,7 @@ func FuzzDecodeCopies(f *testing.F) {
 			}
 			wes[len(wes)-1].members = append(wes[len(wes)-1].members, cp.Member)
 		}
-		if again := batchBytes(wes); !bytes.Equal(again, body) {
+		if again := batchVersion(wes, body[3]); !bytes.Equal(again, body) {
 			t.Fatalf("re-encoded %x, decoded from %x", again, body)
 		}
 		verifyCopies(copies, math.MaxInt64) // must not panic
@@ -262,8 +285,12 @@ func TestVerifyCopiesBoundsRecordsKept(t *testing.T) {
 	}
 }
 
-// batchBytes is the wire form of entries in one piece.
+// batchBytes is the wire form of entries in one piece, of version 1.
 func batchBytes(entries []wireEntry) []byte {
-	pieces, _ := encodeBatch(entries)
+	return batchVersion(entries, magic[3])
+}
+
+func batchVersion(entries []wireEntry, version byte) []byte {
+	pieces, _ := encodeBatch(entries, version)
 	return bytes.Join(pieces, nil)
 }

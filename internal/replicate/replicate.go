@@ -64,6 +64,9 @@ const (
 	// 250 KB/s, and a larger one gets longer at that rate.
 	sendTimeout = 5 * time.Minute
 	minSendRate = MaxBodyBytes / (5 * 60) // bytes per second
+	// versionRetry is how long a peer that refused a batch of version 2
+	// gets version 1 before it is tried again.
+	versionRetry = 10 * time.Minute
 )
 
 // Config configures a Queue.
@@ -137,9 +140,12 @@ type peerState struct {
 	minSeq uint64 // lowest sequence number staged since then (0: none)
 	// limit is the batch size in member bytes, lowered when the peer
 	// refuses a batch as too large.
-	limit  int
-	sender bool          // a sender goroutine runs for this peer
-	poke   chan struct{} // wakes that goroutine
+	limit int
+	// v1Until is when to try batches of version 2 again with a peer that
+	// refused one.
+	v1Until time.Time
+	sender  bool          // a sender goroutine runs for this peer
+	poke    chan struct{} // wakes that goroutine
 }
 
 // Open opens the queue kept in cfg.DB and resumes the queues found there.
@@ -630,8 +636,26 @@ func (q *Queue) sendBatch(ctx context.Context, p *peerState, pending int) error 
 	if len(entries) == 0 {
 		return q.remove(p, cursor, true, dropped, nil)
 	}
-	body, size := encodeBatch(entries)
+	version := magic[3]
+	q.mu.Lock()
+	if carriesSimHash(entries) && time.Now().After(p.v1Until) {
+		version = versionSimHash
+	}
+	q.mu.Unlock()
+	body, size := encodeBatch(entries, version)
 	err = q.post(ctx, addr, p.id, body, size)
+	if errors.Is(err, errRefusedByPeer) && version == versionSimHash &&
+		strings.Contains(err.Error(), "batch version 2 is not supported") {
+		// A node that predates version 2 says so, as every version of
+		// decodeCopies does: it gets version 1, without the revisits'
+		// SimHashes, and is asked again later, once it may be upgraded.
+		q.mu.Lock()
+		p.v1Until = time.Now().Add(versionRetry)
+		q.mu.Unlock()
+		q.log.Warn("replicate: peer refused a batch with SimHashes (an older version?); sending without", "peer", p.id, "err", err)
+		body, size = encodeBatch(entries, magic[3])
+		err = q.post(ctx, addr, p.id, body, size)
+	}
 	if errors.Is(err, errRefusedByPeer) {
 		if _, bad, lerr := q.load(p.id, items, true); lerr == nil && len(bad) > len(dropped) {
 			// Some records went bad here: drop them, send the rest.

@@ -670,3 +670,66 @@ func TestSentBeforeCommitted(t *testing.T) {
 		t.Errorf("Under = %d, Pending = %v after every entry was sent; want 0 and none", n, pending)
 	}
 }
+
+// A revisit's SimHash travels with it (the receiver cannot compute one:
+// a revisit has no text). A peer of an older version refuses the batch of
+// version 2 that carries it; it gets version 1 instead, and loses nothing
+// else.
+func TestSimHashTravels(t *testing.T) {
+	creds := network(t, 3)
+	b, c := creds[1].ID(), creds[2].ID()
+	rb, rc := newReceiver(), newReceiver()
+	addrB, _ := serve(t, creds[1], Handler(rb.store))
+	current := Handler(rc.store)
+	var mu sync.Mutex
+	refusals := 0
+	addrC, _ := serve(t, creds[2], http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if len(body) > 3 && body[3] != magic[3] {
+			mu.Lock()
+			refusals++
+			mu.Unlock()
+			// What every node before version 2 answers.
+			http.Error(w, fmt.Sprintf("replicate: batch version %d is not supported (want 1)", body[3]), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		current.ServeHTTP(w, r)
+	}))
+	res := &resolver{addrs: map[string]string{b: addrB, c: addrC}}
+	warcDir := t.TempDir()
+	entries := captures(t, warcDir, 60)
+	revisits := 0
+	for i := range entries {
+		entries[i].Capture.SimHash = 0x9e3779b97f4a7c15 * uint64(i+1)
+		if entries[i].Capture.Type == warc.TypeRevisit {
+			revisits++
+		}
+	}
+	s := newSender(t, creds[0], t.TempDir(), warcDir, res, 16<<10)
+	s.add(t, []string{b, c}, entries)
+	s.run()
+	waitUntil(t, "delivery", func() bool { return s.q.Under() == 0 })
+
+	rb.mu.Lock()
+	for _, e := range entries {
+		if got := rb.capts[e.Capture.RecordID]; e.Capture.Type == warc.TypeRevisit && got.SimHash != e.Capture.SimHash {
+			t.Errorf("revisit %s arrived with SimHash %x, want %x", e.Capture.URL, got.SimHash, e.Capture.SimHash)
+		}
+	}
+	rb.mu.Unlock()
+	old := slices.Clone(entries)
+	for i := range old {
+		old[i].Capture.SimHash = 0
+	}
+	rc.check(t, warcDir, old, creds[0].ID())
+	if st := s.q.Stats(); st.Dropped != 0 || st.Entries != 2*int64(len(entries)) {
+		t.Errorf("Stats = %+v, want none dropped, %d sent", st, 2*len(entries))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// One refusal: the sender remembers the peer's version a while.
+	if revisits == 0 || refusals != 1 {
+		t.Errorf("the older peer refused %d batches (%d revisits), want 1", refusals, revisits)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // The wire format of a batch (POST /v1/replicate) is, uncompressed since
 // the members are gzip already,
 //
-//	"WGR" 0x01                              magic and version
+//	"WGR" 0x01 or 0x02                      magic and version
 //	uvarint n                               number of entries, 1..MaxBatchEntries
 //	n × (capture,                           the entry's index entry
 //	     uvarint m,                         number of records, 1..MaxEntryRecords
@@ -28,11 +29,15 @@ import (
 //	varint  time (Unix nanoseconds)
 //	7 × (uvarint len, bytes)                URLKey URL Type MIME Digest RecordID Redirect
 //	uvarint status
+//	[8 bytes SimHash, big-endian]           in version 2 only
 //
 // Every field of index.Capture travels except Node and the location
-// (Segment, Offset, Length), which only the receiver can know, and the
-// SimHash, which the receiver computes from the record (a revisit takes
-// its original's, when the receiver holds it; otherwise it has none).
+// (Segment, Offset, Length), which only the receiver can know. The
+// receiver computes a page's SimHash from its record; a revisit has no
+// text, and takes its original's where the receiver holds the original,
+// else the one the owner sends. A batch is sent as version 1 when none of
+// its revisits has a SimHash, so that nodes which read only version 1
+// still take most batches (see Queue.sendBatch for the rest).
 const (
 	// ContentType is the media type of a batch.
 	ContentType = "application/x-waggle-replicate"
@@ -59,6 +64,9 @@ const (
 )
 
 var magic = []byte{'W', 'G', 'R', 1}
+
+// versionSimHash is the version of a batch whose captures carry their SimHash.
+const versionSimHash = 2
 
 // errTooLarge marks a batch or record over one of the limits.
 var errTooLarge = errors.New("replicate: over the size limits")
@@ -95,15 +103,28 @@ func appendCapture(dst []byte, c *index.Capture) []byte {
 	return binary.AppendUvarint(dst, uint64(c.Status))
 }
 
-// encodeBatch returns the wire form of entries in pieces: the framing,
-// and the members as they are, not copied (a large one may be most of
-// the process's memory).
-func encodeBatch(entries []wireEntry) (pieces [][]byte, size int) {
+// carriesSimHash reports whether a batch of entries has a SimHash for the
+// receiver to take: one of a revisit (see the format above).
+func carriesSimHash(entries []wireEntry) bool {
+	return slices.ContainsFunc(entries, func(e wireEntry) bool {
+		return e.capture.Type == warc.TypeRevisit && e.capture.SimHash != 0
+	})
+}
+
+// encodeBatch returns the wire form of entries, in version 1 or
+// versionSimHash, in pieces: the framing, and the members as they are,
+// not copied (a large one may be most of the process's memory).
+func encodeBatch(entries []wireEntry, version byte) (pieces [][]byte, size int) {
+	withSimHash := version == versionSimHash
 	frame := append([]byte(nil), magic...)
+	frame[3] = version
 	frame = binary.AppendUvarint(frame, uint64(len(entries)))
 	for i := range entries {
 		e := &entries[i]
 		frame = appendCapture(frame, &e.capture)
+		if withSimHash {
+			frame = binary.BigEndian.AppendUint64(frame, e.capture.SimHash)
+		}
 		frame = binary.AppendUvarint(frame, uint64(len(e.members)))
 		for _, m := range e.members {
 			frame = binary.AppendUvarint(frame, uint64(len(m)))
@@ -123,7 +144,7 @@ func encodeBatch(entries []wireEntry) (pieces [][]byte, size int) {
 // n bytes in all, a bound good enough for batching.
 func wireSize(c *index.Capture, records, n int) int {
 	return 10 + 7*3 + len(c.URLKey) + len(c.URL) + len(c.Type) + len(c.MIME) + len(c.Digest) +
-		len(c.RecordID) + len(c.Redirect) + 3 + 1 + records*10 + n
+		len(c.RecordID) + len(c.Redirect) + 3 + 8 + 1 + records*10 + n
 }
 
 // reader decodes the fields of a queue value or a batch.
@@ -250,9 +271,10 @@ func decodeCopies(body []byte) ([]Copy, error) {
 	if len(body) < len(magic) || !bytes.Equal(body[:3], magic[:3]) {
 		return nil, errors.New("replicate: not a replication batch")
 	}
-	if body[3] != magic[3] {
-		return nil, fmt.Errorf("replicate: batch version %d is not supported (want %d)", body[3], magic[3])
+	if body[3] != magic[3] && body[3] != versionSimHash {
+		return nil, fmt.Errorf("replicate: batch version %d is not supported (want %d or %d)", body[3], magic[3], versionSimHash)
 	}
+	withSimHash := body[3] == versionSimHash
 	r := &reader{buf: body[len(magic):]}
 	n := r.uvarint("entry count")
 	switch {
@@ -267,6 +289,11 @@ func decodeCopies(body []byte) ([]Copy, error) {
 	var copies []Copy
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		c := r.capture()
+		if withSimHash {
+			if sh := r.bytes(8, "SimHash"); c != nil && sh != nil {
+				c.SimHash = binary.BigEndian.Uint64(sh)
+			}
+		}
 		m := r.uvarint("record count")
 		if r.err != nil {
 			return nil, fmt.Errorf("replicate: batch: entry %d: %w", i, r.err)
