@@ -23,10 +23,6 @@ import (
 
 var ErrUnavailable = errors.New("archive: node unavailable")
 
-// ErrNotLocal is OpenBlock's answer for a capture another node holds: its
-// record is read whole, with Record.
-var ErrNotLocal = errors.New("archive: the capture is on another node")
-
 // An Archive is a capture index with its records. Captures are ordered by
 // URL key, then time, as in package index. Implementations are safe for
 // concurrent use.
@@ -176,7 +172,7 @@ func (l *Local) Record(_ context.Context, c index.Capture) (*warc.Record, error)
 // OpenBlock opens the block of c's record to be read as a stream, for a
 // record too large to read whole; reading it to the end checks its digest
 // (warc.Block).
-func (l *Local) OpenBlock(c index.Capture) (*warc.Block, error) {
+func (l *Local) OpenBlock(_ context.Context, c index.Capture) (*warc.Block, error) {
 	b, err := warc.OpenBlock(l.dir, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
 	if err != nil {
 		return nil, fmt.Errorf("archive: %w", err)

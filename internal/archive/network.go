@@ -413,13 +413,31 @@ func (n *Network) recordElsewhere(ctx context.Context, c index.Capture, failure 
 	return rec, true
 }
 
-// OpenBlock opens the block of c's record to be read as a stream when this
-// node holds it (Local.OpenBlock); ErrNotLocal when another node does.
-func (n *Network) OpenBlock(c index.Capture) (*warc.Block, error) {
+// OpenBlock opens the block of c's record to be read as a stream, from
+// this node's segments (Local.OpenBlock) or from the node c came from,
+// whose answer is read as it arrives; reading the block to its end
+// checks its digest (warc.Block). Closing the block ends the request.
+func (n *Network) OpenBlock(ctx context.Context, c index.Capture) (*warc.Block, error) {
 	if c.Node == "" || c.Node == n.self {
-		return n.local.OpenBlock(c)
+		return n.local.OpenBlock(ctx, c)
 	}
-	return nil, ErrNotLocal
+	resp, node, err := n.askRecord(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	body := struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(resp.Body, c.Length), resp.Body}
+	b, err := warc.ReadBlock(body, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+	if err != nil {
+		return nil, n.failed(ctx, node.ID, err)
+	}
+	if id := b.Header.Get("WARC-Record-ID"); id != c.RecordID && c.RecordID != "" {
+		b.Close()
+		return nil, fmt.Errorf("%w: %s: %s at %d holds record %.100s, not %s", ErrUnavailable, node.ID, c.Segment, c.Offset, id, c.RecordID)
+	}
+	return b, nil
 }
 
 // Member returns the gzip member holding a capture's record, byte for byte
@@ -437,32 +455,11 @@ func (n *Network) Member(ctx context.Context, c index.Capture) ([]byte, *warc.Re
 // one gzip member of exactly the capture's length, holding one record whose
 // block digest verifies and whose ID is the capture's.
 func (n *Network) fetch(ctx context.Context, c index.Capture) ([]byte, *warc.Record, error) {
-	if c.Length <= 0 || c.Length > MaxRecordBytes || c.Offset < 0 {
-		return nil, nil, fmt.Errorf("archive: record of %.200q at %s: location %d+%d out of bounds", c.URLKey, c.Timestamp14(), c.Offset, c.Length)
-	}
-	node, err := n.member(c.Node)
+	resp, node, err := n.askRecord(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, recordPath+"?"+url.Values{
-		"segment": {c.Segment},
-		"offset":  {strconv.FormatInt(c.Offset, 10)},
-		"length":  {strconv.FormatInt(c.Length, 10)},
-	}.Encode(), nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("archive: %w", err)
-	}
-	resp, err := n.ask(ctx, node, req, 0)
-	if err != nil {
-		return nil, nil, n.failed(ctx, node.ID, err)
-	}
 	defer resp.Body.Close()
-	if err := answerOK(resp, "application/octet-stream"); err != nil {
-		return nil, nil, n.failed(ctx, node.ID, err)
-	}
-	if resp.ContentLength >= 0 && resp.ContentLength != c.Length {
-		return nil, nil, n.failed(ctx, node.ID, fmt.Errorf("record answer of %d bytes, want %d", resp.ContentLength, c.Length))
-	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, c.Length+1))
 	if err != nil {
 		return nil, nil, n.failed(ctx, node.ID, err)
@@ -475,6 +472,39 @@ func (n *Network) fetch(ctx context.Context, c index.Capture) ([]byte, *warc.Rec
 		return nil, nil, n.failed(ctx, node.ID, err)
 	}
 	return raw, rec, nil
+}
+
+// askRecord asks the node c came from for the gzip member of c's record
+// and returns its answer, whose body is to be checked as it is read.
+func (n *Network) askRecord(ctx context.Context, c index.Capture) (*http.Response, Node, error) {
+	if c.Length <= 0 || c.Length > MaxRecordBytes || c.Offset < 0 {
+		return nil, Node{}, fmt.Errorf("archive: record of %.200q at %s: location %d+%d out of bounds", c.URLKey, c.Timestamp14(), c.Offset, c.Length)
+	}
+	node, err := n.member(c.Node)
+	if err != nil {
+		return nil, node, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, recordPath+"?"+url.Values{
+		"segment": {c.Segment},
+		"offset":  {strconv.FormatInt(c.Offset, 10)},
+		"length":  {strconv.FormatInt(c.Length, 10)},
+	}.Encode(), nil)
+	if err != nil {
+		return nil, node, fmt.Errorf("archive: %w", err)
+	}
+	resp, err := n.ask(ctx, node, req, 0)
+	if err != nil {
+		return nil, node, n.failed(ctx, node.ID, err)
+	}
+	if err := answerOK(resp, "application/octet-stream"); err != nil {
+		resp.Body.Close()
+		return nil, node, n.failed(ctx, node.ID, err)
+	}
+	if resp.ContentLength >= 0 && resp.ContentLength != c.Length {
+		resp.Body.Close()
+		return nil, node, n.failed(ctx, node.ID, fmt.Errorf("record answer of %d bytes, want %d", resp.ContentLength, c.Length))
+	}
+	return resp, node, nil
 }
 
 // Companions returns the records written with capture c on the node c

@@ -897,6 +897,18 @@ func TestUntrustedPeer(t *testing.T) {
 			w.Write(b)
 		}
 	}
+	// A record too large to read whole is read as a stream (OpenBlock), and
+	// checked as it is read: opening it, or reading it to its end with
+	// Check, fails for every answer Record refuses.
+	streamed := func(c index.Capture) error {
+		b, err := net.OpenBlock(ctx, c)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		_, err = b.Check()
+		return err
+	}
 	serve(bytesAnswer(member))
 	rec, err := net.Record(ctx, c)
 	if err != nil {
@@ -904,6 +916,9 @@ func TestUntrustedPeer(t *testing.T) {
 	}
 	own, _ := cl.nodes[1].local.Record(ctx, src[0])
 	sameRecord(t, rec, own)
+	if err := streamed(c); err != nil {
+		t.Fatalf("honest record, streamed: %v", err)
+	}
 
 	// The same record with a byte of its block changed, in a sound gzip member.
 	zr, err := gzip.NewReader(bytes.NewReader(member))
@@ -925,6 +940,9 @@ func TestUntrustedPeer(t *testing.T) {
 	if _, err := net.Record(ctx, dc); !errors.Is(err, ErrUnavailable) || !errors.Is(err, warc.ErrDigestMismatch) {
 		t.Errorf("record with a damaged block: %v", err)
 	}
+	if err := streamed(dc); !errors.Is(err, warc.ErrDigestMismatch) {
+		t.Errorf("record with a damaged block, streamed: %v", err)
+	}
 	flipped := bytes.Clone(member)
 	flipped[len(flipped)-6] ^= 0xff // in the CRC-32 trailer
 	for name, tc := range map[string]struct {
@@ -940,6 +958,9 @@ func TestUntrustedPeer(t *testing.T) {
 		serve(bytesAnswer(tc.body))
 		if _, err := net.Record(ctx, tc.c); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("record answer %s: %v", name, err)
+		}
+		if err := streamed(tc.c); err == nil {
+			t.Errorf("record answer %s, streamed: no error", name)
 		}
 	}
 	for _, length := range []int64{0, -1, MaxRecordBytes + 1} {

@@ -55,7 +55,7 @@ func (l *Local) VerifyFrom(ctx context.Context, cur index.Position, budget int64
 
 // readThrough reads c's block to its end and returns its length.
 func (l *Local) readThrough(c index.Capture) (int64, error) {
-	b, err := l.OpenBlock(c)
+	b, err := l.OpenBlock(context.Background(), c)
 	if err != nil {
 		return 0, err
 	}

@@ -35,19 +35,11 @@ func TestCopiedErrorRevisitGivesNoValidators(t *testing.T) {
 	}))
 	defer srv.Close()
 	a, b := srv.URL+"/a-missing", srv.URL+"/b-missing"
-	src := testConfig(t, "", a)
-	src.IgnoreRobots = true
-	runCrawl(t, src)
-	src.Seeds = []string{b}
-	runCrawl(t, src)
-
-	caps := archived(t, src.Data)
+	src, caps, copyOf := crawledOneByOne(t, a, b)
 	var copies []Copy
-	srcDir := filepath.Join(src.Data, "warc")
 	for _, u := range []string{a, b} {
 		for _, cp := range caps[u] {
-			cp := cp
-			copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+			copies = append(copies, copyOf(cp))
 		}
 	}
 	if bc := caps[b]; len(bc) != 1 || bc[0].Type != warc.TypeRevisit || bc[0].Status != http.StatusNotFound {
@@ -108,19 +100,10 @@ func TestCopiedRevisitKeepsSimHash(t *testing.T) {
 	}))
 	defer srv.Close()
 	a, b := srv.URL+"/a", srv.URL+"/b"
-	src := testConfig(t, "", a)
-	src.IgnoreRobots = true
-	runCrawl(t, src)
-	src.Seeds = []string{b}
-	runCrawl(t, src)
-	caps := archived(t, src.Data)
+	_, caps, copyOf := crawledOneByOne(t, a, b)
 	if len(caps[a]) != 1 || len(caps[b]) != 1 || caps[b][0].Type != warc.TypeRevisit || caps[b][0].SimHash == 0 ||
 		caps[b][0].SimHash != caps[a][0].SimHash {
 		t.Fatalf("captures %+v and %+v; want a page and a revisit of it with its SimHash", caps[a], caps[b])
-	}
-	srcDir := filepath.Join(src.Data, "warc")
-	copyOf := func(cp index.Capture) Copy {
-		return Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp}
 	}
 	stored := func(copies ...Copy) index.Capture {
 		t.Helper()
@@ -145,5 +128,22 @@ func TestCopiedRevisitKeepsSimHash(t *testing.T) {
 	wrong.SimHash = ^want
 	if got := stored(copyOf(caps[a][0]), copyOf(wrong)); got.SimHash != want {
 		t.Errorf("a revisit copied with its original has SimHash %016x, the original's %016x", got.SimHash, want)
+	}
+}
+
+// crawledOneByOne crawls each of urls in a run of its own, robots.txt
+// ignored, and returns the crawl's configuration, what it archived (by
+// URL), and a function that makes a capture's copy as replication sends it.
+func crawledOneByOne(t *testing.T, urls ...string) (Config, map[string][]index.Capture, func(index.Capture) Copy) {
+	t.Helper()
+	src := testConfig(t, "")
+	src.IgnoreRobots = true
+	for _, u := range urls {
+		src.Seeds = []string{u}
+		runCrawl(t, src)
+	}
+	srcDir := filepath.Join(src.Data, "warc")
+	return src, archived(t, src.Data), func(cp index.Capture) Copy {
+		return Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp}
 	}
 }

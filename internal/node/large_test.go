@@ -1,11 +1,17 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -80,6 +86,49 @@ func TestLargeCaptureReplicatedAndHandedOver(t *testing.T) {
 	}
 	if end := warc.HTTPHeaderEnd(rec.Block); end < 0 || len(rec.Block)-end != len(video) {
 		t.Fatalf("the film's record is a block of %d bytes (header end %d), want a body of %d", len(rec.Block), end, len(video))
+	}
+
+	// The node without a copy replays it from a holder as it arrives, never
+	// holding the film in memory; ranges and all.
+	var other *testNode
+	for _, n := range nodes {
+		if !slices.Contains(holders, n) {
+			other = n
+		}
+	}
+	u := "http://" + other.Addrs().Content + "/web/" + film.Timestamp14() + "id_/" + film.URL
+	want := sha256.Sum256(video)
+	for i := range 2 { // the first replay also reads the film through once, to check it
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.New()
+		n, err := io.Copy(h, resp.Body)
+		resp.Body.Close()
+		runtime.ReadMemStats(&after)
+		if err != nil || resp.StatusCode != http.StatusOK || n != int64(len(video)) || !bytes.Equal(h.Sum(nil), want[:]) {
+			t.Fatalf("%s replaying the film held elsewhere: %d, %d of %d bytes (%v)", other.name, resp.StatusCode, n, len(video), err)
+		}
+		alloc := after.TotalAlloc - before.TotalAlloc
+		if alloc > uint64(len(video))/4 {
+			t.Errorf("replaying a %d-byte capture held on another node allocated %d bytes: it was read whole", len(video), alloc)
+		}
+		t.Logf("replay %d of a %d-byte capture held on another node: %d bytes allocated", i+1, len(video), alloc)
+	}
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	from := len(video) - 1000
+	req.Header.Set("Range", fmt.Sprintf("bytes=%d-", from))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusPartialContent || !bytes.Equal(tail, video[from:]) {
+		t.Errorf("range from %d of the film held elsewhere: %d, %d bytes (%v)", from, resp.StatusCode, len(tail), err)
 	}
 
 	// One holder leaves: the third node must get the film from it.

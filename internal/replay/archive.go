@@ -129,7 +129,7 @@ func (s *Server) load(ctx context.Context, c index.Capture) (*response, error) {
 }
 
 func (s *Server) loadDepth(ctx context.Context, c index.Capture, depth int) (*response, error) {
-	if resp, err := s.openLarge(c); resp != nil || err != nil {
+	if resp, err := s.openLarge(ctx, c); resp != nil || err != nil {
 		return resp, err
 	}
 	rec, err := s.arc.Record(ctx, c)
@@ -233,7 +233,7 @@ func (s *Server) ownPrevious(ctx context.Context, c index.Capture) (*response, b
 	if err != nil || !found {
 		return nil, false
 	}
-	if r, err := s.openLarge(prev); r != nil && err == nil {
+	if r, err := s.openLarge(ctx, prev); r != nil && err == nil {
 		return r, true
 	}
 	rec, err := s.arc.Record(ctx, prev)

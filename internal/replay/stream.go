@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,11 +18,12 @@ import (
 )
 
 // A record is read whole to be replayed — it is checked, decompressed and
-// often rewritten — unless it is one of this node's own and its block is
-// larger than streamBlock: such a record (an imported video, a disk image)
-// is read from disk as it is served, so that visitors asking for many of
-// them at once do not hold them all in memory. It is replayed as archived:
-// a page that large is not rewritten anyway (maxRewriteSize is smaller).
+// often rewritten — unless its block is larger than streamBlock: such a
+// record (an imported video, a disk image) is read as it is served, from
+// this node's disk or from the node holding it, so that visitors asking
+// for many of them at once do not hold them all in memory. It is replayed
+// as archived: a page that large is not rewritten anyway (maxRewriteSize
+// is smaller).
 const streamBlock = 64 << 20
 
 // minStreamedMember is the smallest gzip member whose block can be over
@@ -29,11 +31,17 @@ const streamBlock = 64 << 20
 // read whole without a look at their header first.
 const minStreamedMember = streamBlock / 1032
 
+// minRemoteStreamed is the smallest member of another node's capture whose
+// header is looked at first: a look there is a request of its own, worth
+// it only for members that large. A smaller member whose block is over
+// streamBlock (one that compresses more than 64 to 1) is read whole.
+const minRemoteStreamed = streamBlock / 64
+
 // blockOpener is an archive that can stream the blocks of the records it
-// holds (archive.Local; archive.Network for its own node's captures,
-// archive.ErrNotLocal for others', which are read whole).
+// holds: archive.Local, and archive.Network, from whichever node holds
+// the capture.
 type blockOpener interface {
-	OpenBlock(c index.Capture) (*warc.Block, error)
+	OpenBlock(ctx context.Context, c index.Capture) (*warc.Block, error)
 }
 
 // The archives a node replays stream: a change of signature must not turn
@@ -46,14 +54,14 @@ var (
 // storedBody is the payload of a record too large to read whole. It is
 // read from the record's block each time it is served.
 type storedBody struct {
-	open func() (*warc.Block, error)
+	open func(context.Context) (*warc.Block, error)
 	skip int64 // the HTTP header section before the payload
 	size int64 // the payload's length; -1 when it has chunked framing
 }
 
-// reader returns the payload from its start.
-func (sb *storedBody) reader() (io.ReadCloser, error) {
-	b, err := sb.open()
+// reader returns the payload from its start, read within ctx.
+func (sb *storedBody) reader(ctx context.Context) (io.ReadCloser, error) {
+	b, err := sb.open(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -89,15 +97,15 @@ func (d *dechunked) Read(p []byte) (int, error) {
 }
 
 // openLarge returns c's response with a stored body when c is a response
-// or resource record of this node's whose block is over streamBlock, and
-// nil otherwise: the record is then read whole, which also reports what
-// may be wrong with it.
-func (s *Server) openLarge(c index.Capture) (*response, error) {
+// or resource record whose block is over streamBlock, and nil otherwise:
+// the record is then read whole, which also reports what may be wrong
+// with it.
+func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, error) {
 	bo, ok := s.arc.(blockOpener)
-	if !ok || c.Length < minStreamedMember {
+	if !ok || c.Length < minStreamedMember || c.Node != "" && c.Length < minRemoteStreamed {
 		return nil, nil
 	}
-	b, err := bo.OpenBlock(c)
+	b, err := bo.OpenBlock(ctx, c)
 	if err != nil {
 		return nil, nil
 	}
@@ -110,12 +118,12 @@ func (s *Server) openLarge(c index.Capture) (*response, error) {
 		// block is then read whole instead, which finds another node's
 		// copy if there is one (archive.Network.Record) and has this one
 		// repaired, where a stream could only be cut short.
-		if err := readThrough(bo, c); err != nil {
+		if err := readThrough(ctx, bo, c); err != nil {
 			return nil, nil
 		}
 		s.verified.add(c.RecordID)
 	}
-	open := func() (*warc.Block, error) { return bo.OpenBlock(c) }
+	open := func(ctx context.Context) (*warc.Block, error) { return bo.OpenBlock(ctx, c) }
 	switch b.Header.Get("WARC-Type") {
 	case warc.TypeResource:
 		h := http.Header{}
@@ -143,8 +151,8 @@ func (s *Server) openLarge(c index.Capture) (*response, error) {
 }
 
 // readThrough reads c's block to its end, which checks its digest.
-func readThrough(bo blockOpener, c index.Capture) error {
-	b, err := bo.OpenBlock(c)
+func readThrough(ctx context.Context, bo blockOpener, c index.Capture) error {
+	b, err := bo.OpenBlock(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -185,7 +193,7 @@ func (v *verifiedBlocks) add(id string) {
 // never takes it for whole.
 func serveStored(w http.ResponseWriter, r *http.Request, status int, sb *storedBody) {
 	if status == http.StatusOK && sb.size >= 0 && w.Header().Get("Content-Encoding") == "" {
-		rs := &bodySeeker{sb: sb}
+		rs := &bodySeeker{sb: sb, ctx: r.Context()}
 		http.ServeContent(w, r, "", time.Time{}, rs)
 		// For several ranges ServeContent reads in a goroutine of its own,
 		// which may still be in a Read when it returns (the client gone):
@@ -195,7 +203,7 @@ func serveStored(w http.ResponseWriter, r *http.Request, status int, sb *storedB
 		}
 		return
 	}
-	body, err := sb.reader()
+	body, err := sb.reader(r.Context())
 	if err != nil {
 		http.Error(w, "This capture cannot be replayed: "+err.Error(), http.StatusInternalServerError)
 		return
@@ -218,7 +226,8 @@ func serveStored(w http.ResponseWriter, r *http.Request, status int, sb *storedB
 // It is safe for the concurrent Close of a handler whose ServeContent
 // returned while its range goroutine still reads.
 type bodySeeker struct {
-	sb *storedBody
+	sb  *storedBody
+	ctx context.Context // the request's
 
 	mu     sync.Mutex
 	pos    int64 // where the next Read is to start
@@ -261,7 +270,7 @@ func (bs *bodySeeker) Read(p []byte) (int, error) {
 	}
 	if bs.cur == nil || bs.curPos > bs.pos {
 		bs.closeCur()
-		cur, err := bs.sb.reader()
+		cur, err := bs.sb.reader(bs.ctx)
 		if err != nil {
 			bs.err = err
 			return 0, err

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -71,7 +72,7 @@ func TestMultiRangeAbortLeavesNoBlockOpen(t *testing.T) {
 	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
 	before := fds()
 	for range 20 {
-		resp, err := a.srv.openLarge(c)
+		resp, err := a.srv.openLarge(context.Background(), c)
 		if err != nil || resp == nil || resp.body == nil {
 			t.Fatalf("openLarge: %v, %v", resp, err)
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 )
 
 // Block is a record's content block read as a stream from its segment, for
@@ -19,7 +18,7 @@ type Block struct {
 	Header Header
 	Length int64 // the block's length, from the record's Content-Length
 
-	f      *os.File
+	src    io.Closer // what the record is read from
 	r      *bufio.Reader
 	left   int64
 	digest blockDigest
@@ -34,9 +33,25 @@ func OpenBlock(dir string, loc Location) (*Block, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Block{Header: wh, Length: n, f: f, r: br, left: n, loc: loc}
+	return newBlock(f, br, wh, n, loc), nil
+}
+
+// ReadBlock is OpenBlock for the record r starts with — a gzip member, or
+// a record as it is — such as a peer sends; loc says where it lies, for
+// errors. Closing the Block closes r.
+func ReadBlock(r io.ReadCloser, loc Location) (*Block, error) {
+	br, wh, n, err := startRecord(r, loc)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return newBlock(r, br, wh, n, loc), nil
+}
+
+func newBlock(src io.Closer, r *bufio.Reader, wh Header, n int64, loc Location) *Block {
+	b := &Block{Header: wh, Length: n, src: src, r: r, left: n, loc: loc}
 	b.digest, b.check = newBlockDigest(wh)
-	return b, nil
+	return b
 }
 
 // Read reads the block's next bytes; at its end, io.EOF.
@@ -101,5 +116,5 @@ func (b *Block) Check() (int64, error) {
 	return n, b.Finish()
 }
 
-// Close closes the segment the block is read from.
-func (b *Block) Close() error { return b.f.Close() }
+// Close closes the segment (or the reader) the block is read from.
+func (b *Block) Close() error { return b.src.Close() }

@@ -351,11 +351,23 @@ func openAt(dir string, loc Location) (*os.File, *bufio.Reader, Header, int64, e
 	if length <= 0 {
 		length = 1 << 62
 	}
-	fail := func(h Header, err error) (*os.File, *bufio.Reader, Header, int64, error) {
+	br, wh, n, err := startRecord(io.NewSectionReader(f, loc.Offset, length), loc)
+	if err != nil {
 		f.Close()
-		return nil, nil, h, 0, fmt.Errorf("warc: %s at %d: %w", loc.Segment, loc.Offset, err)
+		return nil, nil, wh, 0, err
 	}
-	br := bufio.NewReader(io.NewSectionReader(f, loc.Offset, length))
+	return f, br, wh, n, nil
+}
+
+// startRecord reads the WARC header of the record r starts with, inflating
+// r if it starts with a gzip member, and returns a reader at the record's
+// block, the header, and the block's length. loc names where r reads from,
+// for errors.
+func startRecord(r io.Reader, loc Location) (*bufio.Reader, Header, int64, error) {
+	fail := func(h Header, err error) (*bufio.Reader, Header, int64, error) {
+		return nil, h, 0, fmt.Errorf("warc: %s at %d: %w", loc.Segment, loc.Offset, err)
+	}
+	br := bufio.NewReader(r)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
@@ -372,7 +384,7 @@ func openAt(dir string, loc Location) (*os.File, *bufio.Reader, Header, int64, e
 	if err != nil || n < 0 {
 		return fail(wh, fmt.Errorf("bad Content-Length %q", wh.Get("Content-Length")))
 	}
-	return f, br, wh, n, nil
+	return br, wh, n, nil
 }
 
 // VerifyBlock checks a record's WARC-Block-Digest: SHA-1 or SHA-256, in
