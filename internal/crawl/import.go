@@ -581,8 +581,8 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 	if err != nil {
 		return nil, err.Error()
 	}
-	if !time.Unix(0, date.UnixNano()).Equal(date) {
-		return nil, "WARC-Date outside the years 1678 to 2262, which the index can hold"
+	if !index.OrderedTime(date) {
+		return nil, "WARC-Date outside the years 1970 to 2262, which the index can hold in order"
 	}
 	cp := &index.Capture{URLKey: key, Time: date, URL: uri, Type: typ, RecordID: rec.ID()}
 	digest := normalizeDigest(rec.Header.Get("WARC-Payload-Digest"))

@@ -13,6 +13,14 @@ var (
 	maxKeyTime = time.Unix(0, math.MaxInt64)
 )
 
+// OrderedTime reports whether the index keeps a capture at t in time order
+// with the others: t is from 1970 to 2262. An earlier one would sort after
+// every later capture of its URL (and cursors over the index would pass it
+// by), so it is refused where captures come in with dates of their own.
+func OrderedTime(t time.Time) bool {
+	return !t.Before(minKeyTime) && !t.After(maxKeyTime) && time.Unix(0, t.UnixNano()).Equal(t)
+}
+
 // CapturesBetween calls fn for each capture of urlKey whose time t satisfies
 // from <= t <= to, in time order (newest first when reverse), until fn returns
 // false or an error. A zero from or to leaves that side open. It seeks

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -74,6 +75,25 @@ func TestCapturesBetween(t *testing.T) {
 				t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 				break
 			}
+		}
+	}
+}
+
+func TestOrderedTime(t *testing.T) {
+	for _, tc := range []struct {
+		t    time.Time
+		want bool
+	}{
+		{time.Unix(0, 0), true},
+		{time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC), true},
+		{time.Unix(0, math.MaxInt64), true},
+		{time.Unix(0, -1), false}, // would sort after every capture since 1970
+		{time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{time.Time{}, false},
+	} {
+		if got := OrderedTime(tc.t); got != tc.want {
+			t.Errorf("OrderedTime(%v) = %v, want %v", tc.t, got, tc.want)
 		}
 	}
 }
