@@ -39,6 +39,8 @@ func crawlFlags(fs *flag.FlagSet, cfg *crawl.Config) (scope *string, delay *stri
 	fs.Int64Var(&cfg.MaxBodySize, "max-body-size", 50<<20, "archive at most this many body bytes per response (the rest is cut and marked WARC-Truncated)")
 	fs.Int64Var(&cfg.SegmentSize, "segment-size", 1<<30, "start a new WARC file past this size")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "whole-request timeout")
+	fs.IntVar(&cfg.Retries, "retries", 2, "times a crawl run, once nothing else is queued, tries again the URLs whose fetch failed for a reason that may pass (host or network down); the rest wait for the next run (a node retries hourly)")
+	fs.DurationVar(&cfg.RetryWait, "retry-wait", 30*time.Second, "pause before a run's first retry of failed fetches, doubled before each next")
 	var rules []recrawl.Rule
 	fs.Func("revisit", "re-crawl schedule `[URL-PREFIX=]INTERVAL[,MIN,MAX]`, repeatable: URLs under the prefix (every URL without one) are revisited after INTERVAL at first, then adaptively within MIN..MAX (default: 24h,1h,720h; with INTERVAL alone, a 24th of it and 30 times it)", func(v string) error {
 		r, err := recrawl.ParseRule(v)
@@ -75,6 +77,8 @@ func finishCrawlFlags(cfg *crawl.Config, scope, delay string) error {
 		{cfg.Workers < 1, "workers", "at least 1", cfg.Workers},
 		{cfg.PerHostConnections < 1, "per-host-connections", "at least 1", cfg.PerHostConnections},
 		{cfg.Timeout <= 0, "timeout", "more than 0", cfg.Timeout},
+		{cfg.Retries < 0 || cfg.Retries > maxRetries, "retries", fmt.Sprintf("0 to %d", maxRetries), cfg.Retries},
+		{cfg.RetryWait <= 0 || cfg.RetryWait > time.Hour, "retry-wait", "more than 0, at most 1h", cfg.RetryWait},
 		{cfg.MaxBodySize < 1, "max-body-size", "at least 1", cfg.MaxBodySize},
 		{cfg.MaxPages < 0, "max-pages", "0 (no limit) or more", cfg.MaxPages},
 		{cfg.MaxDepth < 0, "max-depth", "0 (no limit) or more", cfg.MaxDepth},
@@ -94,6 +98,10 @@ func finishCrawlFlags(cfg *crawl.Config, scope, delay string) error {
 	}
 	return nil
 }
+
+// maxRetries bounds --retries: with the wait doubled each time, ten rounds
+// from the default wait already span eight and a half hours.
+const maxRetries = 10
 
 // minSegmentSize is the smallest --segment-size: smaller, every record
 // would roll a new WARC file.
@@ -185,6 +193,9 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 		fmt.Fprint(stderr, "\r\033[K")
 	}
 	fmt.Fprintf(stderr, "%s — archive in %s\n", progressLine(s), cfg.Data)
+	if s.Deferred > 0 && runErr == nil {
+		fmt.Fprintf(stderr, "%d URLs could not be fetched for a reason that may pass (host or network down): run the same command again to retry them\n", s.Deferred)
+	}
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -201,12 +212,15 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 func progressLine(s crawl.Stats) string {
 	line := fmt.Sprintf("pages %d (+%d new)  %s fetched  %s stored  %.1f pages/s  queue %d  hosts %d  errors %d",
 		s.Captures, s.New, humanBytes(s.Bytes), humanBytes(s.Stored), s.PerSec, s.Queued, s.Hosts, s.Errors)
-	if s.Deferred > 0 {
-		line += fmt.Sprintf(" (%d to retry at the next run)", s.Deferred)
+	switch {
+	case s.Deferred > 0 && !s.RetryAt.IsZero():
+		line += fmt.Sprintf(" (%d to retry in %s)", s.Deferred, max(0, time.Until(s.RetryAt)).Round(time.Second))
+	case s.Deferred > 0:
+		line += fmt.Sprintf(" (%d to retry later)", s.Deferred)
 	}
 	line += fmt.Sprintf("  robots-blocked %d", s.Robots)
 	if s.Retried > 0 {
-		line += fmt.Sprintf("  retried %d from the last run", s.Retried)
+		line += fmt.Sprintf("  retried %d", s.Retried)
 	}
 	if r := s.NotModified + s.Unchanged + s.Duplicates; r > 0 {
 		line += fmt.Sprintf("  revisits %d (not-modified %d, unchanged %d, duplicate %d)", r, s.NotModified, s.Unchanged, s.Duplicates)

@@ -46,6 +46,14 @@ type Config struct {
 	MaxBodySize        int64         // response body bytes archived per capture (default 50 MiB)
 	SegmentSize        int64         // WARC segment roll size (default 1 GiB)
 	Timeout            time.Duration // whole-request timeout (default 2m)
+	// Retries is how many times a run, once its frontier is empty, queues
+	// again the URLs whose fetch failed for a reason that may pass (the
+	// host or the network was down), waiting RetryWait before the first
+	// time and twice as long before each next; what still fails waits for
+	// the next run. 0: none in the run. A Continuous crawl retries hourly
+	// instead.
+	Retries   int
+	RetryWait time.Duration // default 30s
 
 	Logger *slog.Logger // default: discard
 
@@ -149,6 +157,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 2 * time.Minute
+	}
+	if c.RetryWait <= 0 {
+		c.RetryWait = 30 * time.Second
+	}
+	if c.Continuous {
+		c.Retries = 0
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -37,26 +37,29 @@ import (
 
 // Crawler is one crawl over a data directory. Open it, Run it, Close it.
 type Crawler struct {
-	cfg      Config
-	db       *pebble.DB
-	front    *frontier.Frontier
-	fetcher  *fetch.Fetcher
-	robots   *robots.Cache
-	warcDir  string
-	scope    atomic.Pointer[scope] // replaced whole when seeds are added
-	turns    hostTurns             // each host's results reach the committer in lease order
-	seedMu   sync.Mutex            // serializes seed additions
-	seeds    []string              // every seed of this data directory
-	ownDB    bool                  // db was opened by Open, and is closed by Close
-	runMu    sync.RWMutex          // guards running against Submit and Accept
-	running  bool                  // results is open for Submit and Accept
-	stats    counters
-	results  chan result
-	budget   atomic.Int64 // captures still allowed by MaxPages (MaxInt64 when unlimited)
-	pending  atomic.Int64 // leases fetched or being fetched whose results are not committed
-	commitMu sync.Mutex   // guards commitGen changes with commitCond
-	commitC  *sync.Cond
-	gen      uint64 // commits so far; lets a worker tell "empty" from "not yet committed"
+	cfg     Config
+	db      *pebble.DB
+	front   *frontier.Frontier
+	fetcher *fetch.Fetcher
+	robots  *robots.Cache
+	warcDir string
+	scope   atomic.Pointer[scope] // replaced whole when seeds are added
+	turns   hostTurns             // each host's results reach the committer in lease order
+	seedMu  sync.Mutex            // serializes seed additions
+	seeds   []string              // every seed of this data directory
+	ownDB   bool                  // db was opened by Open, and is closed by Close
+	runMu   sync.RWMutex          // guards running against Submit and Accept
+	running bool                  // results is open for Submit and Accept
+	stats   counters
+	results chan result
+	budget  atomic.Int64 // captures still allowed by MaxPages (MaxInt64 when unlimited)
+	// retryingAt is when a run waiting to retry its deferred URLs
+	// (retryDeferred) queues them again, in Unix nanoseconds; 0 when none waits.
+	retryingAt atomic.Int64
+	pending    atomic.Int64 // leases fetched or being fetched whose results are not committed
+	commitMu   sync.Mutex   // guards commitGen changes with commitCond
+	commitC    *sync.Cond
+	gen        uint64 // commits so far; lets a worker tell "empty" from "not yet committed"
 
 	// digests holds every payload digest of the digest index (and, as a
 	// Bloom filter, others by mistake), so that the committer looks a new
@@ -265,23 +268,28 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 		c.queueRevisits(fetchCtx)
 	}
 
-	var wg sync.WaitGroup
-	for range c.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.work(fetchCtx)
-		}()
-	}
-	// If committing fails the crawl must stop: nothing more can be made durable.
-	workersDone := make(chan struct{})
-	go func() { wg.Wait(); close(workersDone) }()
 	var err error
-	select {
-	case <-workersDone:
-	case err = <-commitErr:
-		stopFetching()
-		<-workersDone
+	for round := 0; ; round++ {
+		var wg sync.WaitGroup
+		for range c.cfg.Workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.work(fetchCtx)
+			}()
+		}
+		// If committing fails the crawl must stop: nothing more can be made durable.
+		workersDone := make(chan struct{})
+		go func() { wg.Wait(); close(workersDone) }()
+		select {
+		case <-workersDone:
+		case err = <-commitErr:
+			stopFetching()
+			<-workersDone
+		}
+		if err != nil || !c.retryDeferred(fetchCtx, round) {
+			break
+		}
 	}
 	// Submit and Accept may be sending: stop them before closing.
 	c.runMu.Lock()
@@ -303,6 +311,33 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 		}
 	}
 	return s, err
+}
+
+// retryDeferred is called when a run's workers have stopped: when the
+// frontier emptied with URLs deferred (Frontier.Defer) and Config.Retries
+// allows another round, it waits (RetryWait, doubled each round), queues
+// them again and reports true, for the workers to start again.
+func (c *Crawler) retryDeferred(ctx context.Context, round int) bool {
+	fs := c.front.Stats()
+	if round >= c.cfg.Retries || fs.Deferred == 0 || fs.Queued > 0 || c.budget.Load() <= 0 || ctx.Err() != nil {
+		return false
+	}
+	wait := c.cfg.RetryWait << round
+	c.cfg.Logger.Info("retrying the URLs whose fetch failed for a reason that may pass", "urls", fs.Deferred, "in", wait, "round", round+1, "of", c.cfg.Retries)
+	c.retryingAt.Store(time.Now().Add(wait).UnixNano())
+	defer c.retryingAt.Store(0)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	if err := c.Update(ctx, c.front.RequeueDeferred); err != nil {
+		c.cfg.Logger.Warn("cannot queue again the URLs whose fetch failed", "err", err)
+		return false
+	}
+	return true
 }
 
 // recrawlAllKey is present while the URLs a --recrawl-all run queued are
@@ -372,6 +407,10 @@ func (c *Crawler) Stats() Stats {
 	s.Queued = fs.Queued
 	s.Hosts = fs.Hosts
 	s.Retried = int64(fs.Retried)
+	s.Deferred = int64(fs.Deferred)
+	if at := c.retryingAt.Load(); at != 0 {
+		s.RetryAt = time.Unix(0, at)
+	}
 	return s
 }
 

@@ -95,9 +95,8 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 		if !d.Allowed && fetch.Transient(d.Err) {
 			// The host is down, not disallowing: RFC 9309 has the URL
 			// wait, not dropped.
-			log.Warn("robots.txt unreachable; the URL is tried again at the next run", "err", d.Err)
+			log.Warn("robots.txt unreachable; the URL is tried again later", "err", d.Err)
 			c.stats.errors.Add(1)
-			c.stats.deferred.Add(1)
 			r.outcome = "retry"
 			return r, nil, nil
 		}
@@ -121,8 +120,7 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 			log.Warn("fetch failed", "err", err)
 		case fetch.Transient(err):
 			r.outcome = "retry"
-			c.stats.deferred.Add(1)
-			log.Warn("fetch failed; the URL is tried again at the next run", "err", err)
+			log.Warn("fetch failed; the URL is tried again later", "err", err)
 		default:
 			r.outcome = "error"
 			log.Warn("fetch failed", "err", err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/websim"
 )
@@ -133,4 +134,58 @@ func runStopped(t *testing.T, cfg Config, stop <-chan struct{}) {
 		t.Fatal("fixture: the run was not stopped partway")
 	}
 	c.Close()
+}
+
+// A run retries, once nothing else is queued, the URLs whose fetch failed
+// for a reason that may pass: a server that drops the first connection of
+// each page is archived whole in one run; one that drops every connection
+// is asked 1+Retries times per URL, and its URLs wait for the next run.
+func TestRunRetriesFailedFetches(t *testing.T) {
+	const pages = 6
+	serve := func(failFirst int) (*httptest.Server, func(string) int) {
+		var mu sync.Mutex
+		tries := map[string]int{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			tries[r.URL.Path]++
+			n := tries[r.URL.Path]
+			mu.Unlock()
+			if failFirst < 0 || n <= failFirst {
+				// The connection drops before an answer: io.EOF at the client.
+				conn, _, err := w.(http.Hijacker).Hijack()
+				if err == nil {
+					conn.Close()
+				}
+				return
+			}
+			w.Header().Set("Content-Type", "text/html")
+			if r.URL.Path == "/" {
+				for i := range pages - 1 {
+					fmt.Fprintf(w, `<a href="/p%d">p%d</a> `, i, i)
+				}
+				return
+			}
+			fmt.Fprintf(w, "<html><body><p>page %s</p></body></html>", r.URL.Path)
+		}))
+		t.Cleanup(srv.Close)
+		return srv, func(p string) int { mu.Lock(); defer mu.Unlock(); return tries[p] }
+	}
+
+	flaky, _ := serve(1)
+	cfg := testConfig(t, "", flaky.URL+"/")
+	cfg.IgnoreRobots = true
+	cfg.Retries, cfg.RetryWait = 2, 10*time.Millisecond
+	s := runCrawl(t, cfg)
+	if got := len(archived(t, cfg.Data)); got != pages || s.Deferred != 0 || s.Retried == 0 {
+		t.Errorf("each page dropped once: %d of %d archived in one run, %d left deferred, %d retried (%+v)", got, pages, s.Deferred, s.Retried, s)
+	}
+
+	down, tries := serve(-1)
+	cfg = testConfig(t, "", down.URL+"/")
+	cfg.IgnoreRobots = true
+	cfg.Retries, cfg.RetryWait = 2, 10*time.Millisecond
+	s = runCrawl(t, cfg)
+	if n := tries("/"); n != 1+cfg.Retries || s.Deferred != 1 || s.Retried != int64(cfg.Retries) || s.New != 0 {
+		t.Errorf("a server always down: asked %d times for its page, want %d; %d left deferred, %d retried (%+v)", n, 1+cfg.Retries, s.Deferred, s.Retried, s)
+	}
 }

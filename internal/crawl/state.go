@@ -248,11 +248,15 @@ type Stats struct {
 	New      int64 // captures made by this run
 	Bytes    int64 // raw response bytes archived by this run
 	Errors   int64 // fetches that failed
-	// Deferred counts the failed fetches (of Errors) that may succeed
-	// later — the host or the network was down — whose URLs are queued
-	// again at the next run; Retried, those an earlier run deferred that
-	// this one queued again.
+	// Deferred is the URLs whose fetch failed (of Errors) for a reason
+	// that may pass — the host or the network was down — waiting to be
+	// queued again: by this run after a pause (Config.Retries), else by the
+	// next run, or, in a node, within the hour. Retried counts the deferred
+	// URLs queued again so far, an earlier run's included. RetryAt is when
+	// a run that has nothing else to do queues its deferred URLs again
+	// (zero when none waits).
 	Deferred, Retried int64
+	RetryAt           time.Time
 	Robots            int64 // URLs not fetched because robots.txt disallows them
 	// Recovered counts URLs not fetched because another node had archived
 	// them (Config.Recover).
@@ -279,7 +283,6 @@ type counters struct {
 	base            state        // as loaded at Open
 	captures, bytes atomic.Int64
 	errors, robots  atomic.Int64
-	deferred        atomic.Int64
 	recovered       atomic.Int64
 	notModified     atomic.Int64
 	unchanged       atomic.Int64
@@ -300,7 +303,6 @@ func (c *counters) snapshot() Stats {
 		New:       c.captures.Load(),
 		Bytes:     c.bytes.Load(),
 		Errors:    c.errors.Load(),
-		Deferred:  c.deferred.Load(),
 		Robots:    c.robots.Load(),
 		Recovered: c.recovered.Load(),
 

@@ -298,7 +298,10 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Response, error) {
 	}
 }
 
-var errStaleConn = errors.New("connection closed before response")
+// errStaleConn is a connection closed before any byte of a response: an
+// idle one the server had closed (tried again at once on a new one), or a
+// server going down (transient).
+var errStaleConn = fmt.Errorf("connection closed before response: %w", io.ErrUnexpectedEOF)
 
 func poolKey(u *url.URL) string {
 	return u.Scheme + "://" + hostPort(u)

@@ -39,6 +39,17 @@ func TestTransient(t *testing.T) {
 		return err
 	}
 	quick := &http.Client{Timeout: 50 * time.Millisecond}
+	f, err := New(Config{AllowPrivate: true, UserAgent: "waggle-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fetch := func(u string) error {
+		if _, err := f.Fetch(context.Background(), Request{URL: u}); err != nil {
+			return err
+		}
+		return errors.New("no error")
+	}
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -46,6 +57,8 @@ func TestTransient(t *testing.T) {
 	}{
 		{"connection refused", get(http.DefaultClient, closed.URL), true},
 		{"closed before a response", get(http.DefaultClient, hangup.URL), true},
+		{"closed before a response, to the crawler's fetcher", fetch(hangup.URL), true},
+		{"connection refused, to the crawler's fetcher", fetch(closed.URL), true},
 		{"no answer in time", get(quick, slow.URL), true},
 		{"name server failure", &net.DNSError{Err: "server misbehaving", Name: "x.test", IsTemporary: true}, true},
 		{"no such host", &net.DNSError{Err: "no such host", Name: "x.test", IsNotFound: true}, false},

@@ -95,6 +95,8 @@ type Stats struct {
 	// Retried counts the URLs deferred (Defer) that were queued again: by
 	// Open, and by RequeueDeferred.
 	Retried int
+	// Deferred is the URLs deferred and not queued again yet.
+	Deferred int
 }
 
 // recentSize is the number of slots of the recently-seen cache (8 MiB).
@@ -146,6 +148,9 @@ type Frontier struct {
 	// staged by Add/Done into the caller's batch, applied by Committed
 	stagedAdds  []staged
 	stagedDones []Lease
+	// stagedDeferred is the change to stats.Deferred staged (Defer,
+	// RequeueDeferred).
+	stagedDeferred int
 }
 
 type staged struct {
@@ -461,6 +466,9 @@ func (f *Frontier) Defer(b *pebble.Batch, l Lease) error {
 	if err := b.Set(deferKey(l.key), encodeItem(l.Item), nil); err != nil {
 		return fmt.Errorf("frontier: %w", err)
 	}
+	f.mu.Lock()
+	f.stagedDeferred++
+	f.mu.Unlock()
 	return f.Done(b, l)
 }
 
@@ -494,6 +502,7 @@ func (f *Frontier) RequeueDeferred(b *pebble.Batch) error {
 	}
 	f.mu.Lock()
 	f.stagedAdds = append(f.stagedAdds, moved...)
+	f.stagedDeferred -= len(moved)
 	f.mu.Unlock()
 	return nil
 }
@@ -605,6 +614,8 @@ func (f *Frontier) Committed() {
 		}
 	}
 	f.stagedAdds, f.stagedDones = f.stagedAdds[:0], f.stagedDones[:0]
+	f.stats.Deferred += f.stagedDeferred
+	f.stagedDeferred = 0
 	f.cond.Broadcast()
 }
 
