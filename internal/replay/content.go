@@ -50,6 +50,10 @@ var hopHeaders = map[string]bool{
 // /web/<ts><mod>/<url>.
 func (s *Server) content(w http.ResponseWriter, r *http.Request) {
 	t, err := parseTarget(requestTarget(r, "/web/"))
+	if errors.Is(err, errBadTimestamp) {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	if err != nil || t.ts == "" || t.ts == "*" {
 		http.Error(w, "not an archived URL: use /web/<timestamp><modifier>/<url>", http.StatusNotFound)
 		return

@@ -171,7 +171,6 @@ func TestParseTargetNear(t *testing.T) {
 		{"*near_/example.com/", "*", "", true, "example.com/"},
 		{"2024*near_/http://example.com/?q=near_", "*", "2024", true, "http://example.com/?q=near_"},
 		{"*/http://example.com/near_", "*", "", false, "http://example.com/near_"},
-		{"2024near_/http://example.com/", "", "", false, "2024near_/http://example.com/"}, // not a list: a TimeGate's URL
 	} {
 		got, err := parseTarget(tc.rest)
 		if err != nil || got.ts != tc.ts || got.within != tc.within || got.near != tc.near || got.url != tc.url {

@@ -2,6 +2,8 @@ package replay
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -38,6 +40,22 @@ const nearMod = "near_"
 
 var errNoURL = errors.New("no URL after the timestamp")
 
+// errBadTimestamp is a first segment that starts as a timestamp does, before
+// an absolute URL, but is none: "2026x", "2024near_".
+var errBadTimestamp = errors.New("not a timestamp: give up to 14 digits (YYYYMMDDhhmmss, or a prefix of it such as 2024), then optionally a modifier (" + strings.Join(modifierNames(), ", ") + "), as in /web/2024/http://example.com/")
+
+// modifierNames lists the modifiers but the empty one, sorted.
+func modifierNames() []string {
+	var names []string
+	for m := range modifiers {
+		if m != "" {
+			names = append(names, m)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // parseTarget splits rest, the request URI after "/web/", into timestamp,
 // modifier and URL. The URL is taken from the raw request URI so that its
 // query string and escaping reach us as the browser sent them.
@@ -58,7 +76,11 @@ func parseTarget(rest string) (target, error) {
 		for i < len(first) && first[i] >= '0' && first[i] <= '9' {
 			i++
 		}
-		t.ts, t.mod, t.url = first[:i], first[i:], after
+		// Digits past the 14th (milliseconds, as some tools print a WARC
+		// date) are dropped: the closest capture is found from the second.
+		t.ts, t.mod, t.url = first[:min(i, 14)], first[i:], after
+	case hasSlash && first != "" && first[0] >= '0' && first[0] <= '9' && absoluteHTTP(after):
+		return t, fmt.Errorf("%w (%.40q)", errBadTimestamp, first)
 	default:
 		t.url = rest // /web/<url>: a TimeGate
 	}
@@ -79,7 +101,14 @@ func isTimestampWithMod(s string) bool {
 	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 		i++
 	}
-	return i >= 1 && i <= 14 && modifiers[s[i:]]
+	return i >= 1 && modifiers[s[i:]]
+}
+
+// absoluteHTTP reports whether u starts as an http or https URL does, a
+// slash of "//" possibly lost (see fixURL).
+func absoluteHTTP(u string) bool {
+	l := strings.ToLower(u)
+	return strings.HasPrefix(l, "http:/") || strings.HasPrefix(l, "https:/")
 }
 
 func isDigits(s string) bool {

@@ -400,7 +400,10 @@ func TestBadRequestsGetClearAnswers(t *testing.T) {
 		{a.ui.URL + "/web/*/http://example.com/?q=" + long, 400, "too long"},
 		{a.ui.URL + "/web/http://example.com/?q=" + long, 400, "too long"},
 		{a.content.URL + "/web/2024mp_/http://example.com/?q=" + long, 400, "too long"},
-		{a.ui.URL + "/web/123456789012345/http://example.com/", 400, "Not a web address"}, // 15 digits is no timestamp: read as a URL, whose host is no IPv4 address
+		{a.ui.URL + "/web/2026x/http://example.com/", 400, "not a timestamp"},
+		// Digits past the 14th are dropped, and fields out of range clamped,
+		// as Wayback machines do: year 1234, redirected to the closest capture.
+		{a.ui.URL + "/web/123456789012345/http://example.com/", 302, "/web/20240101120000/http://example.com/"},
 		{a.ui.URL + "/nothing-here", 404, "No such page"},
 		{a.content.URL + "/web/*/http://example.com/", 404, "not an archived URL"},
 		{a.content.URL + "/elsewhere", 404, "not an archived URL"},

@@ -25,6 +25,10 @@ func (s *Server) web(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	t, err := parseTarget(rest)
+	if errors.Is(err, errBadTimestamp) {
+		s.errorPage(w, r, http.StatusBadRequest, "Which moment?", err.Error()+".")
+		return
+	}
 	if err != nil {
 		s.errorPage(w, r, http.StatusBadRequest, "Which page?", "Give a URL after /web/, as in /web/*/example.com/ or /web/2024/http://example.com/.")
 		return
