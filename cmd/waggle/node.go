@@ -142,6 +142,14 @@ func printStatus(w io.Writer, st node.Status) {
 		fmt.Fprintf(w, "links: sent %d (%.1f B/URL on the wire, %.2f per page)  received %d  refused %d\n",
 			e.Sent, perURL, e.URLsPerPage, e.Received, e.Refused)
 	}
+	if r, rp := st.Repair, st.Replication; r != nil && rp != nil {
+		more := ""
+		if r.LackingMore {
+			more = " or more"
+		}
+		fmt.Fprintf(w, "copies: %d captures not yet pushed to every replica; last anti-entropy rounds: %d%s lacking here, %d%s lacking on members, %d members not compared yet\n",
+			rp.UnderReplicated, r.Lacking, more, r.PeersLack, more, r.NotCompared)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nMEMBER\tSTATE\tSHARE\tCAPTURES\tQUEUE\tHOSTS\tPAGES/S\tHTTP")
 	for _, m := range st.Members {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/membership"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
 	"github.com/waggle-archive/waggle/internal/websim"
@@ -445,4 +446,65 @@ func checkIndexAgrees(t *testing.T, n *testNode) {
 		}
 		return true
 	})
+}
+
+// A node's status says what its last anti-entropy rounds found still to
+// copy, both ways: an operator taking nodes down in turn waits until every
+// node reports nothing lacking and every member compared. Rounds are run
+// here by hand (RepairEvery is an hour), so each step is seen.
+func TestRepairStatusSaysWhatIsLacking(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 6, Pages: 60})
+	nodes, _ := startNetwork(t, 3, srv.URL(), func(c *Config) { c.RepairEvery = time.Hour })
+	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	waitCopies(t, 3, nodes...)
+	ctx := context.Background()
+	member := func(from, of *testNode) membership.Member {
+		for _, m := range from.members.Members() {
+			if m.ID == of.ID() {
+				return m
+			}
+		}
+		t.Fatalf("%s does not see %s", from.name, of.name)
+		return membership.Member{}
+	}
+	if st := nodes[0].repairStats(); st.NotCompared != 2 || st.Lacking != 0 || st.PeersLack != 0 {
+		t.Fatalf("before any round: %+v; want both members not compared", st)
+	}
+
+	// n2 loses some captures from its index.
+	var lost []index.Capture
+	nodes[1].LocalCaptures(ctx, func(c index.Capture) bool {
+		lost = append(lost, c)
+		return len(lost) < 5
+	})
+	for _, c := range lost {
+		if err := nodes[1].crawl.DropDamaged(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nodes[0].repairWith(ctx, member(nodes[0], nodes[1])); err != nil {
+		t.Fatal(err)
+	}
+	if st := nodes[0].repairStats(); st.PeersLack != int64(len(lost)) || st.Lacking != 0 || st.NotCompared != 1 {
+		t.Errorf("n1 after its round with n2, which lost %d captures: %+v", len(lost), st)
+	}
+	for _, o := range []*testNode{nodes[0], nodes[2]} {
+		if err := nodes[1].repairWith(ctx, member(nodes[1], o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := nodes[1].repairStats(); st.Lacking != 0 || st.PeersLack != 0 || st.NotCompared != 0 || st.Copied < int64(len(lost)) {
+		t.Errorf("n2 after copying back what it lost: %+v", st)
+	}
+	for _, o := range []*testNode{nodes[1], nodes[2]} {
+		if err := nodes[0].repairWith(ctx, member(nodes[0], o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := nodes[0].repairStats(); st.Lacking != 0 || st.PeersLack != 0 || st.NotCompared != 0 {
+		t.Errorf("n1 once n2 is repaired: %+v", st)
+	}
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +67,19 @@ type RepairStats struct {
 	Failures    int64   `json:"failures"`
 	RateLimit   int64   `json:"rate_limit"` // bytes per second, comparisons and copies together
 	LastRound   float64 `json:"last_round_seconds_ago,omitempty"`
+	// What the last completed round with each live member found, summed:
+	// captures of their shared sites this node lacked and did not copy,
+	// and captures of this node's the member lacked (its own rounds copy
+	// them). Both 0, with every member compared, means the copies agree,
+	// as of those rounds.
+	Lacking   int64 `json:"lacking"`
+	PeersLack int64 `json:"peers_lack"`
+	// LackingMore: a round found more differences than it lists (its
+	// MaxMissing); the counts are lower bounds.
+	LackingMore bool `json:"lacking_more,omitempty"`
+	// NotCompared counts the live members with no round completed since
+	// this node started.
+	NotCompared int `json:"peers_not_compared"`
 }
 
 // repair runs anti-entropy until ctx is done: every RepairEvery, a round
@@ -120,17 +134,26 @@ func (n *Node) repairWith(ctx context.Context, m membership.Member) error {
 	}
 	if res.Equal {
 		n.repairs.equal.Add(1)
+		n.repairs.noteDiff(m.ID, peerDiff{})
 		return nil
 	}
 	var copies []crawl.Copy
-	held := 0 // bytes of copies
+	held := 0       // bytes of copies
+	batched := 0    // captures in copies
+	copiedCaps := 0 // captures stored (or found here already)
+	defer func() {
+		n.repairs.noteDiff(m.ID, peerDiff{lacking: len(res.MissingHere) - copiedCaps, peerLacks: res.MissingThere, more: res.Truncated})
+	}()
 	flush := func() error {
 		if len(copies) == 0 {
 			return nil
 		}
 		stored, err := n.crawl.Store(ctx, copies)
 		n.repairs.copied.Add(int64(stored))
-		copies, held = nil, 0 // the members held go with the old slice
+		if err == nil {
+			copiedCaps += batched
+		}
+		copies, held, batched = nil, 0, 0 // the members held go with the old slice
 		return err
 	}
 	var errs []error
@@ -157,6 +180,7 @@ func (n *Node) repairWith(ctx context.Context, m membership.Member) error {
 		n.repairs.copiedBytes.Add(int64(size))
 		c := c
 		copies = append(copies, crawl.Copy{Member: member, Capture: &c})
+		batched++
 		for _, m := range companions {
 			copies = append(copies, crawl.Copy{Member: m})
 		}
@@ -178,6 +202,25 @@ func (n *Node) repairWith(ctx context.Context, m membership.Member) error {
 type repairCounters struct {
 	rounds, equal, bytes, copied, copiedBytes, failures atomic.Int64
 	last                                                atomic.Int64 // unix ns of the last round's end
+
+	mu    sync.Mutex
+	diffs map[string]peerDiff // by member ID: what the last completed round with it found
+}
+
+// peerDiff is what a completed round with a member found.
+type peerDiff struct {
+	lacking   int  // captures this node lacked and did not copy
+	peerLacks int  // captures of this node's the member lacked
+	more      bool // the round listed at most MaxMissing: more differ
+}
+
+func (r *repairCounters) noteDiff(id string, d peerDiff) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.diffs == nil {
+		r.diffs = map[string]peerDiff{}
+	}
+	r.diffs[id] = d
 }
 
 func (n *Node) repairStats() RepairStats {
@@ -189,6 +232,21 @@ func (n *Node) repairStats() RepairStats {
 	}
 	if last := r.last.Load(); last != 0 {
 		st.LastRound = time.Since(time.Unix(0, last)).Seconds()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range n.members.Members() {
+		if m.ID == n.ID() {
+			continue
+		}
+		d, ok := r.diffs[m.ID]
+		if !ok {
+			st.NotCompared++
+			continue
+		}
+		st.Lacking += int64(d.lacking)
+		st.PeersLack += int64(d.peerLacks)
+		st.LackingMore = st.LackingMore || d.more
 	}
 	return st
 }

@@ -138,6 +138,9 @@ func (n *Node) metricsHandler() http.Handler {
 			metric("antientropy_rounds_total", "Anti-entropy rounds.", "counter", float64(st.Repair.Rounds))
 			metric("antientropy_copied_total", "Records (captures, their requests and metadata) copied by anti-entropy.", "counter", float64(st.Repair.Copied))
 			metric("antientropy_bytes_total", "Bytes of anti-entropy comparisons.", "counter", float64(st.Repair.Bytes))
+			metric("antientropy_lacking_captures", "Captures the last round with each member found missing here and did not copy.", "gauge", float64(st.Repair.Lacking))
+			metric("antientropy_peers_lack_captures", "Captures of this node's the last round with each member found that member lacked.", "gauge", float64(st.Repair.PeersLack))
+			metric("antientropy_members_not_compared", "Live members with no anti-entropy round since this node started.", "gauge", float64(st.Repair.NotCompared))
 		}
 		if st.Exchange.Sent+st.Exchange.Received > 0 || n.out != nil {
 			metric("links_sent_total", "URLs sent to their owners.", "counter", float64(st.Exchange.Sent))
