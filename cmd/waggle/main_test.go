@@ -201,6 +201,9 @@ func TestUsageErrors(t *testing.T) {
 		{"crawl", "--max-crawl-delay", "-1s", "http://example.com/"},
 		{"crawl", "--segment-size", "10", "http://example.com/"},
 		{"crawl", "--proxy", "ftp://x", "http://example.com/"},
+		{"crawl", "--retries", "-1", "http://example.com/"},
+		{"crawl", "--retries", "11", "http://example.com/"},
+		{"crawl", "--retry-wait", "0s", "http://example.com/"},
 		{"node", "--workers", "0", "--data", t.TempDir()},
 		{"index"},
 	} {
@@ -212,6 +215,12 @@ func TestUsageErrors(t *testing.T) {
 	var out, errs bytes.Buffer
 	if code := run(context.Background(), []string{"index", "export", "--data", filepath.Join(t.TempDir(), "none")}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "no archive") {
 		t.Errorf("export of a missing archive: exit %d, %q", code, errs.String())
+	}
+	// Leaving needs a running node, and announces nothing without one.
+	out.Reset()
+	errs.Reset()
+	if code := run(context.Background(), []string{"node", "leave", "--data", t.TempDir()}, &out, &errs); code != 1 || out.Len() != 0 || !strings.Contains(errs.String(), "no node is running") {
+		t.Errorf("node leave without a node: exit %d, stdout %q, stderr %q", code, out.String(), errs.String())
 	}
 }
 

@@ -173,7 +173,12 @@ func runNodeLeave(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "handing captures and URLs over to the other nodes…")
+	// Asked first, so that nothing is announced when no node runs there.
+	st, err := node.QueryStatus(ctx, *data)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: handing captures and URLs over to the other nodes…\n", st.Node.Name)
 	if err := node.Leave(ctx, *data); err != nil {
 		return err
 	}
