@@ -40,7 +40,7 @@ func crawlFlags(fs *flag.FlagSet, cfg *crawl.Config) (scope *string, delay *stri
 	fs.Int64Var(&cfg.SegmentSize, "segment-size", 1<<30, "start a new WARC file past this size")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "whole-request timeout")
 	fs.IntVar(&cfg.Retries, "retries", 2, "times a crawl run, once nothing else is queued, tries again the URLs whose fetch failed for a reason that may pass (host or network down); the rest wait for the next run (a node retries hourly)")
-	fs.DurationVar(&cfg.RetryWait, "retry-wait", 30*time.Second, "pause before a run's first retry of failed fetches, doubled before each next")
+	fs.DurationVar(&cfg.RetryWait, "retry-wait", 30*time.Second, "pause before a run's first retry of failed fetches, doubled before each next up to an hour")
 	var rules []recrawl.Rule
 	fs.Func("revisit", "re-crawl schedule `[URL-PREFIX=]INTERVAL[,MIN,MAX]`, repeatable: URLs under the prefix (every URL without one) are revisited after INTERVAL at first, then adaptively within MIN..MAX (default: 24h,1h,720h; with INTERVAL alone, a 24th of it and 30 times it)", func(v string) error {
 		r, err := recrawl.ParseRule(v)
@@ -99,8 +99,8 @@ func finishCrawlFlags(cfg *crawl.Config, scope, delay string) error {
 	return nil
 }
 
-// maxRetries bounds --retries: with the wait doubled each time, ten rounds
-// from the default wait already span eight and a half hours.
+// maxRetries bounds --retries: with the wait doubled each time up to an
+// hour, ten rounds from the default wait already span four and a half hours.
 const maxRetries = 10
 
 // minSegmentSize is the smallest --segment-size: smaller, every record

@@ -29,7 +29,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	start := time.Now()
 	s, err := crawl.Import(ctx, *data, files, log)
-	fmt.Fprintf(stderr, "%d of %d files imported: %d records read, %d written, %d captures indexed, %d duplicates skipped, %d rejected (bad digest) in %s — archive in %s\n",
-		s.Files, len(files), s.Records, s.Written, s.Captures, s.Duplicates, s.Rejected, time.Since(start).Round(time.Millisecond), *data)
+	fmt.Fprintf(stderr, "%d of %d files imported: %d records read, %d written, %d captures indexed, %d kept but not indexed (see the warnings), %d duplicates skipped, %d rejected (bad digest) in %s — archive in %s\n",
+		s.Files, len(files), s.Records, s.Written, s.Captures, s.Unindexed, s.Duplicates, s.Rejected, time.Since(start).Round(time.Millisecond), *data)
 	return err
 }

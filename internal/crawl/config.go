@@ -49,9 +49,9 @@ type Config struct {
 	// Retries is how many times a run, once its frontier is empty, queues
 	// again the URLs whose fetch failed for a reason that may pass (the
 	// host or the network was down), waiting RetryWait before the first
-	// time and twice as long before each next; what still fails waits for
-	// the next run. 0: none in the run. A Continuous crawl retries hourly
-	// instead.
+	// time and twice as long before each next, up to an hour; what still
+	// fails waits for the next run. 0: none in the run. A Continuous crawl
+	// retries hourly instead.
 	Retries   int
 	RetryWait time.Duration // default 30s
 

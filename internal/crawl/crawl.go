@@ -315,14 +315,16 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 
 // retryDeferred is called when a run's workers have stopped: when the
 // frontier emptied with URLs deferred (Frontier.Defer) and Config.Retries
-// allows another round, it waits (RetryWait, doubled each round), queues
-// them again and reports true, for the workers to start again.
+// allows another round, it waits (RetryWait, doubled each round up to
+// maxRetryWait), has the robots.txt files that could not be had fetched
+// again, queues the URLs again and reports true, for the workers to start
+// again.
 func (c *Crawler) retryDeferred(ctx context.Context, round int) bool {
 	fs := c.front.Stats()
 	if round >= c.cfg.Retries || fs.Deferred == 0 || fs.Queued > 0 || c.budget.Load() <= 0 || ctx.Err() != nil {
 		return false
 	}
-	wait := c.cfg.RetryWait << round
+	wait := retryWait(c.cfg.RetryWait, round)
 	c.cfg.Logger.Info("retrying the URLs whose fetch failed for a reason that may pass", "urls", fs.Deferred, "in", wait, "round", round+1, "of", c.cfg.Retries)
 	c.retryingAt.Store(time.Now().Add(wait).UnixNano())
 	defer c.retryingAt.Store(0)
@@ -333,11 +335,28 @@ func (c *Crawler) retryDeferred(ctx context.Context, round int) bool {
 		return false
 	case <-t.C:
 	}
+	if c.robots != nil {
+		c.robots.ForgetUnreachable()
+	}
 	if err := c.Update(ctx, c.front.RequeueDeferred); err != nil {
 		c.cfg.Logger.Warn("cannot queue again the URLs whose fetch failed", "err", err)
 		return false
 	}
 	return true
+}
+
+// maxRetryWait bounds the doubling of Config.RetryWait between a run's
+// retries.
+const maxRetryWait = time.Hour
+
+// retryWait is the pause before retry round round (from 0): base, doubled
+// each round up to maxRetryWait (or base, if it is longer).
+func retryWait(base time.Duration, round int) time.Duration {
+	wait := base
+	for i := 0; i < round && wait < maxRetryWait; i++ {
+		wait *= 2
+	}
+	return min(wait, max(base, maxRetryWait))
 }
 
 // recrawlAllKey is present while the URLs a --recrawl-all run queued are

@@ -49,6 +49,10 @@ type ImportStats struct {
 	Captures   int64 // captures indexed
 	Duplicates int64 // records skipped: already in the archive
 	Rejected   int64 // records not imported: their block does not match WARC-Block-Digest
+	// Unindexed counts the response, resource and revisit records kept in
+	// the archive but not indexed — a URL that is not http(s), a date the
+	// index cannot order — each named in a warning.
+	Unindexed int64
 }
 
 // Import adds the records of WARC files (.warc or .warc.gz, a gzip member per
@@ -271,6 +275,7 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 	cp, why := captureOf(rec)
 	if cp == nil {
 		if why != "" {
+			im.stats.Unindexed++
 			im.log.Warn("record imported but not indexed", "file", label, "offset", offset, "uri", rec.TargetURI(), "why", why)
 		}
 		dup, err := im.knownRecord(rec)

@@ -777,3 +777,36 @@ func TestImportRevisitSimHashFromOriginal(t *testing.T) {
 		}
 	}
 }
+
+// A response dated before 1970, which the index would sort out of order,
+// is kept in the archive (nothing is lost) but not indexed, and counted;
+// the same file with its date as written indexes it.
+func TestImportKeepsButDoesNotIndexPre1970(t *testing.T) {
+	write := func(date string) string {
+		dir := t.TempDir()
+		w, err := warc.NewWriter(dir, warc.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range readRecords(t, wgetWARC) {
+			if r.Type() == warc.TypeResponse && date != "" {
+				r.Header.Set("WARC-Date", date)
+			}
+			if _, err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		name := w.Segment()
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(dir, name)
+	}
+	if s := importFiles(t, t.TempDir(), write("")); s.Captures != 1 || s.Unindexed != 0 {
+		t.Fatalf("fixture: the file as written imports as %+v; want its one page indexed", s)
+	}
+	s := importFiles(t, t.TempDir(), write("1969-07-20T20:17:40Z"))
+	if s.Unindexed != 1 || s.Captures != 0 || s.Rejected != 0 || s.Written != s.Records {
+		t.Errorf("stats %+v; want the 1969 page written, not indexed, and counted", s)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/robots"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
@@ -92,7 +93,7 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 			r.outcome = "forbidden"
 			return r, nil, nil
 		}
-		if !d.Allowed && fetch.Transient(d.Err) {
+		if !d.Allowed && (fetch.Transient(d.Err) || errors.Is(d.Err, robots.ErrServerError)) {
 			// The host is down, not disallowing: RFC 9309 has the URL
 			// wait, not dropped.
 			log.Warn("robots.txt unreachable; the URL is tried again later", "err", d.Err)

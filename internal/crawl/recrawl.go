@@ -410,6 +410,9 @@ func (c *Crawler) pumpDue(ctx context.Context) {
 		}
 		if time.Since(lastRetry) >= retryEvery {
 			lastRetry = time.Now()
+			if c.robots != nil {
+				c.robots.ForgetUnreachable()
+			}
 			if err := c.Update(ctx, func(b *pebble.Batch) error {
 				return c.front.RequeueDeferred(b)
 			}); err != nil && ctx.Err() == nil {

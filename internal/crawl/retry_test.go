@@ -3,8 +3,10 @@ package crawl
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,9 +139,11 @@ func runStopped(t *testing.T, cfg Config, stop <-chan struct{}) {
 }
 
 // A run retries, once nothing else is queued, the URLs whose fetch failed
-// for a reason that may pass: a server that drops the first connection of
-// each page is archived whole in one run; one that drops every connection
-// is asked 1+Retries times per URL, and its URLs wait for the next run.
+// for a reason that may pass: a server that drops the first connection for
+// each path, its robots.txt's included, is archived whole in one run (the
+// robots.txt that could not be had is fetched again for the retry); one
+// that drops every connection is asked 1+Retries times, and its URLs wait
+// for the next run.
 func TestRunRetriesFailedFetches(t *testing.T) {
 	const pages = 6
 	serve := func(failFirst int) (*httptest.Server, func(string) int) {
@@ -158,6 +162,10 @@ func TestRunRetriesFailedFetches(t *testing.T) {
 				}
 				return
 			}
+			if r.URL.Path == "/robots.txt" {
+				io.WriteString(w, "User-agent: *\nDisallow: /private/\n")
+				return
+			}
 			w.Header().Set("Content-Type", "text/html")
 			if r.URL.Path == "/" {
 				for i := range pages - 1 {
@@ -171,13 +179,19 @@ func TestRunRetriesFailedFetches(t *testing.T) {
 		return srv, func(p string) int { mu.Lock(); defer mu.Unlock(); return tries[p] }
 	}
 
-	flaky, _ := serve(1)
+	flaky, tries := serve(1)
 	cfg := testConfig(t, "", flaky.URL+"/")
-	cfg.IgnoreRobots = true
 	cfg.Retries, cfg.RetryWait = 2, 10*time.Millisecond
 	s := runCrawl(t, cfg)
-	if got := len(archived(t, cfg.Data)); got != pages || s.Deferred != 0 || s.Retried == 0 {
-		t.Errorf("each page dropped once: %d of %d archived in one run, %d left deferred, %d retried (%+v)", got, pages, s.Deferred, s.Retried, s)
+	pagesArchived := 0
+	for u := range archived(t, cfg.Data) {
+		if !strings.HasSuffix(u, "/robots.txt") {
+			pagesArchived++
+		}
+	}
+	if pagesArchived != pages || s.Deferred != 0 || s.Retried == 0 || s.Robots != 0 {
+		t.Errorf("each path dropped once, robots.txt's too: %d of %d pages archived in one run (robots.txt asked %d times), %d left deferred, %d retried (%+v)",
+			pagesArchived, pages, tries("/robots.txt"), s.Deferred, s.Retried, s)
 	}
 
 	down, tries := serve(-1)
@@ -187,5 +201,54 @@ func TestRunRetriesFailedFetches(t *testing.T) {
 	s = runCrawl(t, cfg)
 	if n := tries("/"); n != 1+cfg.Retries || s.Deferred != 1 || s.Retried != int64(cfg.Retries) || s.New != 0 {
 		t.Errorf("a server always down: asked %d times for its page, want %d; %d left deferred, %d retried (%+v)", n, 1+cfg.Retries, s.Deferred, s.Retried, s)
+	}
+}
+
+// A robots.txt answered with a server error disallows everything for now
+// (RFC 9309 §2.3.1.4), but its host's URLs wait for a retry: they are not
+// dropped as disallowed.
+func TestRobotsServerErrorIsWaitedOut(t *testing.T) {
+	var robotsAsked atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			if robotsAsked.Add(1) == 1 {
+				http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+				return
+			}
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<html><body><p>home</p></body></html>")
+	}))
+	defer srv.Close()
+	cfg := testConfig(t, "", srv.URL+"/")
+	s := runCrawl(t, cfg)
+	if s.Robots != 0 || s.Deferred != 1 || s.New != 0 {
+		t.Fatalf("robots.txt 503, no retries: %+v; want the seed deferred, not disallowed", s)
+	}
+	cfg.Retries, cfg.RetryWait = 1, 10*time.Millisecond
+	if s := runCrawl(t, cfg); s.New == 0 || s.Deferred != 0 {
+		t.Errorf("the next run, robots.txt answering 404: %+v; want the seed archived", s)
+	}
+}
+
+func TestRetryWait(t *testing.T) {
+	for _, tc := range []struct {
+		base  time.Duration
+		round int
+		want  time.Duration
+	}{
+		{30 * time.Second, 0, 30 * time.Second},
+		{30 * time.Second, 1, time.Minute},
+		{30 * time.Second, 6, 32 * time.Minute},
+		{30 * time.Second, 7, time.Hour},
+		{30 * time.Second, 1000, time.Hour}, // no overflow
+		{2 * time.Hour, 3, 2 * time.Hour},   // a base past the bound is kept
+		{time.Duration(1) << 62, 5, time.Duration(1) << 62},
+	} {
+		if got := retryWait(tc.base, tc.round); got != tc.want {
+			t.Errorf("retryWait(%v, %d) = %v, want %v", tc.base, tc.round, got, tc.want)
+		}
 	}
 }

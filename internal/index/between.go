@@ -16,7 +16,8 @@ var (
 // OrderedTime reports whether the index keeps a capture at t in time order
 // with the others: t is from 1970 to 2262. An earlier one would sort after
 // every later capture of its URL (and cursors over the index would pass it
-// by), so it is refused where captures come in with dates of their own.
+// by), so import, where captures come with dates of their own, does not
+// index it.
 func OrderedTime(t time.Time) bool {
 	return !t.Before(minKeyTime) && !t.After(maxKeyTime) && time.Unix(0, t.UnixNano()).Equal(t)
 }

@@ -507,4 +507,13 @@ func TestRepairStatusSaysWhatIsLacking(t *testing.T) {
 	if st := nodes[0].repairStats(); st.Lacking != 0 || st.PeersLack != 0 || st.NotCompared != 0 {
 		t.Errorf("n1 once n2 is repaired: %+v", st)
 	}
+	// A round that fails leaves nothing known of that member.
+	unreachable := member(nodes[0], nodes[1])
+	unreachable.PeerAddr = "127.0.0.1:1"
+	if err := nodes[0].repairWith(ctx, unreachable); err == nil {
+		t.Fatal("a round with an address nothing listens on succeeded")
+	}
+	if st := nodes[0].repairStats(); st.NotCompared != 1 {
+		t.Errorf("n1 after a failed round with n2: %+v; want n2 not compared", st)
+	}
 }

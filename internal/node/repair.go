@@ -78,7 +78,7 @@ type RepairStats struct {
 	// MaxMissing); the counts are lower bounds.
 	LackingMore bool `json:"lacking_more,omitempty"`
 	// NotCompared counts the live members with no round completed since
-	// this node started.
+	// this node started, or whose last round failed before it compared.
 	NotCompared int `json:"peers_not_compared"`
 }
 
@@ -130,6 +130,7 @@ func (n *Node) repairWith(ctx context.Context, m membership.Member) error {
 	n.repairs.rounds.Add(1)
 	n.repairs.bytes.Add(int64(res.Bytes))
 	if err != nil {
+		n.repairs.forgetDiff(m.ID) // what differs is not known now
 		return err
 	}
 	if res.Equal {
@@ -212,6 +213,12 @@ type peerDiff struct {
 	lacking   int  // captures this node lacked and did not copy
 	peerLacks int  // captures of this node's the member lacked
 	more      bool // the round listed at most MaxMissing: more differ
+}
+
+func (r *repairCounters) forgetDiff(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.diffs, id)
 }
 
 func (r *repairCounters) noteDiff(id string, d peerDiff) {

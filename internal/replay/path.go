@@ -79,7 +79,9 @@ func parseTarget(rest string) (target, error) {
 		// Digits past the 14th (milliseconds, as some tools print a WARC
 		// date) are dropped: the closest capture is found from the second.
 		t.ts, t.mod, t.url = first[:min(i, 14)], first[i:], after
-	case hasSlash && first != "" && first[0] >= '0' && first[0] <= '9' && absoluteHTTP(after):
+	case hasSlash && first != "" && first[0] >= '0' && first[0] <= '9' && !strings.ContainsAny(first, ".:") && absoluteHTTP(after):
+		// Not a host either (it has no dot or port): /web/1.2.3.4/http://x
+		// is the URL http://1.2.3.4/http://x.
 		return t, fmt.Errorf("%w (%.40q)", errBadTimestamp, first)
 	default:
 		t.url = rest // /web/<url>: a TimeGate

@@ -22,6 +22,8 @@ func TestParseTargetTimestamps(t *testing.T) {
 		{rest: "20240101120000123im_/https://example.com/a.png", ts: "20240101120000", mod: "im_", url: "https://example.com/a.png"},
 		{rest: "1password.com/", url: "1password.com/"},
 		{rest: "2024x/example.com/", url: "2024x/example.com/"}, // a host "2024x", for all we know
+		{rest: "1.2.3.4/http://x.test/", url: "1.2.3.4/http://x.test/"},
+		{rest: "127.0.0.1:8080/http://x.test/", url: "127.0.0.1:8080/http://x.test/"},
 		{rest: "2026x/http://example.com/", bad: true},
 		{rest: "2024near_/http://example.com/", bad: true},
 		{rest: "2024id/HTTPS:/example.com/", bad: true},

@@ -32,10 +32,12 @@ const streamBlock = 64 << 20
 const minStreamedMember = streamBlock / 1032
 
 // minRemoteStreamed is the smallest member of another node's capture whose
-// header is looked at first: a look there is a request of its own, worth
-// it only for members that large. A smaller member whose block is over
-// streamBlock (one that compresses more than 64 to 1) is read whole.
-const minRemoteStreamed = streamBlock / 64
+// header is looked at first: a look there is a request of its own, and
+// the bytes the holder sends before it is cut off, worth it only for
+// members whose block is over streamBlock anyway. A smaller member whose
+// block is over streamBlock (one that compresses) is read whole, and kept
+// by the payload cache for the range requests that follow.
+const minRemoteStreamed = streamBlock
 
 // blockOpener is an archive that can stream the blocks of the records it
 // holds: archive.Local, and archive.Network, from whichever node holds

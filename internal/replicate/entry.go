@@ -21,17 +21,19 @@ type Entry struct {
 	Records []warc.Location
 }
 
-// queueVersion is the first byte of a queue value:
+// queueVersion is the first byte of a queue value with a SimHash:
 //
 //	0x02 capture simhash uvarint(records) records × (str segment, uvarint offset, uvarint length)
 //	     uvarint(targets) targets × str peer ID
 //
 // with the capture as on the wire, its SimHash 8 bytes big-endian, and str
-// a uvarint length and bytes. Version 1, which queues written before
-// SimHashes travelled hold, is the same without the SimHash. The targets
-// are the peers that hold or are to get the capture: those with a copy
-// queued, and those that acknowledged one. Retarget reads them so as not
-// to send a copy again to a peer that has it.
+// a uvarint length and bytes. A capture without SimHash is queued in
+// version 1, the same without it, which the versions before SimHashes
+// travelled read too (a node rolled back to one still opens its queue,
+// most of whose values are then of version 1). The targets are the peers
+// that hold or are to get the capture: those with a copy queued, and those
+// that acknowledged one. Retarget reads them so as not to send a copy
+// again to a peer that has it.
 const queueVersion = 2
 
 const maxTargets = 64
@@ -105,9 +107,14 @@ func captureID(c *index.Capture) string {
 // appendValue appends the queue value of e, which must be valid, to be
 // sent to one of targets.
 func appendValue(dst []byte, e *Entry, targets []string) []byte {
-	dst = append(dst, queueVersion)
-	dst = appendCapture(dst, &e.Capture)
-	dst = binary.BigEndian.AppendUint64(dst, e.Capture.SimHash)
+	if e.Capture.SimHash == 0 {
+		dst = append(dst, 1)
+		dst = appendCapture(dst, &e.Capture)
+	} else {
+		dst = append(dst, queueVersion)
+		dst = appendCapture(dst, &e.Capture)
+		dst = binary.BigEndian.AppendUint64(dst, e.Capture.SimHash)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(e.Records)))
 	for _, l := range e.Records {
 		dst = binary.AppendUvarint(dst, uint64(len(l.Segment)))

@@ -189,6 +189,11 @@ func TestCodecRoundTrip(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// A capture without SimHash is queued in version 1, which nodes that
+	// predate SimHashes in the queue read.
+	if v := appendValue(nil, &entries[0], nil); entries[0].Capture.SimHash != 0 || v[0] != 1 {
+		t.Errorf("a capture without SimHash queued in version %d", v[0])
+	}
 	// Queue values round-trip too, with the SimHash; a value of version 1,
 	// written before SimHashes were queued, still reads.
 	for i, e := range entries {

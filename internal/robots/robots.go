@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/url"
 	"sync"
@@ -39,8 +40,14 @@ type Decision struct {
 	Allowed    bool
 	CrawlDelay time.Duration
 	Reason     string
-	Err        error // the fetch error that made robots.txt unreachable, if that is the reason
+	Err        error // why robots.txt is unreachable, if that is the reason: the fetch's error, or ErrServerError
 }
+
+// ErrServerError is the Decision.Err of a host whose robots.txt answered a
+// server error (5xx, or a status below 200): everything is disallowed for
+// now (RFC 9309 §2.3.1.4), but as with a host that cannot be reached, its
+// URLs are to wait, not to be dropped as disallowed.
+var ErrServerError = errors.New("robots.txt answered a server error")
 
 // Cache holds robots.txt rules per host.
 type Cache struct {
@@ -55,7 +62,7 @@ type entry struct {
 	filled  bool          // set before ready closes, unless the fetch was abandoned
 	group   *group        // the rules for our user agent, found once
 	status  int
-	err     error // fetch error behind an unreachable robots.txt
+	err     error // why robots.txt is unreachable: the fetch's error, or ErrServerError
 	expires time.Time
 	// redirects is how many redirects led to the file, through other
 	// origins' entries too: an origin redirected here adds its own.
@@ -117,6 +124,24 @@ func (c *Cache) Check(ctx context.Context, rawURL string) (Decision, error) {
 	return d, nil
 }
 
+// ForgetUnreachable drops the robots.txt files that could not be had (the
+// host unreachable, a server error), so that the next Check of their hosts
+// fetches them again: for a crawler about to retry the URLs they held back,
+// sooner than their hour is up.
+func (c *Cache) ForgetUnreachable() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for origin, e := range c.hosts {
+		select {
+		case <-e.ready:
+			if e.filled && e.err != nil {
+				delete(c.hosts, origin)
+			}
+		default: // being fetched now
+		}
+	}
+}
+
 func (c *Cache) entry(ctx context.Context, origin string) (*entry, error) {
 	now := c.opts.Now()
 	c.mu.Lock()
@@ -157,7 +182,9 @@ func (c *Cache) entry(ctx context.Context, origin string) (*entry, error) {
 // and its waiters find it not filled.
 func (c *Cache) fill(ctx context.Context, origin string, e *entry, level int) error {
 	now := c.opts.Now()
-	if r, ok := c.load(origin, now); ok {
+	// A server error kept by an earlier version is fetched again instead:
+	// it would now read as a plain disallow.
+	if r, ok := c.load(origin, now); ok && r.status >= 200 && r.status < 500 {
 		e.redirects = r.redirects
 		e.set(r.status, r.body, r.expires, c.opts.MaxSize, c.opts.UserAgent)
 		return nil
@@ -195,8 +222,12 @@ func (c *Cache) fill(ctx context.Context, origin string, e *entry, level int) er
 		return nil
 	}
 	ttl := c.opts.TTL
-	if err != nil || status >= 500 || status < 200 {
-		// Unreachable: disallow everything for a while, then try again (RFC 9309 §2.3.1.4).
+	if err == nil && (status >= 500 || status < 200) {
+		err = fmt.Errorf("%w (status %d)", ErrServerError, status)
+	}
+	if err != nil {
+		// Unreachable: disallow everything for a while, then try again
+		// (RFC 9309 §2.3.1.4); kept in memory only (see ForgetUnreachable).
 		status, ttl = 503, min(ttl, time.Hour)
 	}
 	expires := now.Add(ttl)

@@ -110,6 +110,44 @@ func TestStatusAndGarbage(t *testing.T) {
 	if d.Err == nil {
 		t.Error("unreachable robots.txt: Decision.Err not set")
 	}
+	// A server error is a reason to wait, not a disallow: the crawler tells
+	// the two apart by Err.
+	for _, status := range []int{500, 503, 100} {
+		d := check(t, New((&fakeSite{status: status}).fetch, Options{}), "http://a.test/")
+		if d.Allowed || !errors.Is(d.Err, ErrServerError) {
+			t.Errorf("robots.txt answered %d: %+v; want disallowed with ErrServerError", status, d)
+		}
+	}
+}
+
+// An unreachable robots.txt is kept an hour, but ForgetUnreachable has the
+// next check fetch it again (a crawler retrying the URLs it held back);
+// files that were had are kept.
+func TestForgetUnreachable(t *testing.T) {
+	down := &fakeSite{status: 503}
+	up := &fakeSite{status: 200, body: "User-agent: *\nDisallow: /x\n"}
+	byHost := func(ctx context.Context, u string) (int, []byte, string, error) {
+		if strings.Contains(u, "down.test") {
+			return down.fetch(ctx, u)
+		}
+		return up.fetch(ctx, u)
+	}
+	c := New(byHost, Options{})
+	check(t, c, "http://down.test/")
+	check(t, c, "http://up.test/")
+	check(t, c, "http://down.test/")
+	if down.calls.Load() != 1 {
+		t.Fatalf("an unreachable robots.txt fetched %d times in its hour, want 1", down.calls.Load())
+	}
+	down.status = 200
+	c.ForgetUnreachable()
+	if d := check(t, c, "http://down.test/"); !d.Allowed || down.calls.Load() != 2 {
+		t.Errorf("after ForgetUnreachable: %+v, %d fetches; want the file fetched again and allowing", d, down.calls.Load())
+	}
+	check(t, c, "http://up.test/")
+	if up.calls.Load() != 1 {
+		t.Errorf("a robots.txt that was had fetched %d times, want 1", up.calls.Load())
+	}
 }
 
 func TestSharedFetchAndTTL(t *testing.T) {
