@@ -180,8 +180,9 @@ const releaseBatch = 256
 // every replica of the site has confirmed it holds them: the copy here is
 // no longer needed, and no longer served. Their bytes leave the disk when
 // compact rewrites their segments. It goes through the index a batch at a
-// time for up to half a repair interval, each batch after the last, so
-// that captures not confirmed yet do not hold back the others.
+// time for up to half a repair interval, each batch after the last and
+// each pass after the last one's, so that captures not confirmed yet do
+// not hold back the others.
 func (n *Node) release(ctx context.Context) error {
 	if n.orphans.Load() == 0 {
 		return nil
@@ -192,11 +193,15 @@ func (n *Node) release(ctx context.Context) error {
 	}
 	digest := binary.BigEndian.AppendUint64(nil, rg.Digest())
 	deadline := time.Now().Add(n.cfg.RepairEvery / 2)
-	var after index.Position
+	after := &n.releaseAfter
 	for ctx.Err() == nil && time.Now().Before(deadline) {
-		more, err := n.releaseNext(ctx, digest, &after)
-		if err != nil || !more {
+		more, err := n.releaseNext(ctx, digest, after)
+		if err != nil {
 			return err
+		}
+		if !more {
+			*after = index.Position{} // the next pass starts again from the front
+			return nil
 		}
 	}
 	return nil

@@ -147,6 +147,7 @@ type Node struct {
 	pushedOver        atomic.Int64                  // bytes queued by hand-overs and leave, charged to the repair budget
 	pushing           atomic.Int32                  // hand-overs reading locations to queue (pushLocal)
 	orphans           atomic.Int64                  // captures indexed here of sites this node does not hold
+	releaseAfter      index.Position                // where the last release pass stopped (the repair loop's own)
 	released          atomic.Int64                  // of those, taken out of the index once the replicas confirmed
 	compacted         atomic.Int64                  // segments rewritten without released copies
 	reclaimed         atomic.Int64                  // bytes those rewrites freed
