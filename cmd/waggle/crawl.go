@@ -194,7 +194,11 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 	}
 	fmt.Fprintf(stderr, "%s — archive in %s\n", progressLine(s), cfg.Data)
 	if s.Deferred > 0 && runErr == nil {
-		fmt.Fprintf(stderr, "%d URLs could not be fetched for a reason that may pass (host or network down): run the same command again to retry them\n", s.Deferred)
+		what := fmt.Sprintf("%d URLs", s.Deferred)
+		if s.Deferred == 1 {
+			what = "1 URL"
+		}
+		fmt.Fprintf(stderr, "%s could not be fetched for a reason that may pass (host or network down): run the same command again to retry\n", what)
 	}
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
