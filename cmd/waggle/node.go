@@ -128,8 +128,8 @@ func printStatus(w io.Writer, st node.Status) {
 	}
 	fmt.Fprintf(w, "%s  data %s  up %s\n", name, st.Node.Data, (time.Duration(st.Node.UptimeSeconds) * time.Second).String())
 	c := st.Crawl
-	fmt.Fprintf(w, "crawl: %d captures  %s  %.1f pages/s  queue %d  hosts %d  errors %d\n",
-		c.Captures, humanBytes(c.Bytes), c.PagesPerSecond, c.Queued, c.Hosts, c.Errors)
+	fmt.Fprintf(w, "crawl: %d captures  %s  %.1f pages/s  queue %d  hosts %d  errors %d (%d URLs waiting for the hourly retry)\n",
+		c.Captures, humanBytes(c.Bytes), c.PagesPerSecond, c.Queued, c.Hosts, c.Errors, c.Deferred)
 	if r := c.Revisits; c.RevisitsQueued+r.NotModified+r.Unchanged+r.Duplicate > 0 {
 		fmt.Fprintf(w, "re-crawl since start: %d URLs fell due; revisits: not-modified %d, unchanged %d, duplicate %d\n",
 			c.RevisitsQueued, r.NotModified, r.Unchanged, r.Duplicate)

@@ -110,6 +110,7 @@ func (n *Node) metricsHandler() http.Handler {
 		metric("revisits_duplicate_total", "Revisit records of payloads archived under another URL.", "counter", float64(c.Revisits.Duplicate))
 		metric("revisits_queued_total", "URLs queued again because they fell due.", "counter", float64(c.RevisitsQueued))
 		metric("stored_bytes_total", "WARC bytes written for captures.", "counter", float64(c.Stored))
+		metric("deferred_urls", "URLs whose fetch failed for a reason that may pass, waiting for the hourly retry.", "gauge", float64(c.Deferred))
 		if cs := st.ContentSeen; cs != nil {
 			metric("content_seen_lookups_total", "Payload digests asked about in the network's content-seen test.", "counter", float64(cs.Lookups))
 			metric("content_seen_hits_total", "Payloads found archived by their digest's owner.", "counter", float64(cs.Hits))

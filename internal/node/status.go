@@ -52,6 +52,11 @@ type CrawlStatus struct {
 	Captures int64 `json:"captures"`
 	Bytes    int64 `json:"bytes"` // archived by this run
 	Errors   int64 `json:"errors"`
+	// Deferred is the URLs whose fetch failed for a reason that may pass
+	// (host or network down), waiting for the hourly retry; Retried, the
+	// deferred URLs queued again since the node started.
+	Deferred int64 `json:"deferred"`
+	Retried  int64 `json:"retried"`
 	Robots   int64 `json:"robots_blocked"`
 	// Recovered counts URLs not fetched because the previous holder of
 	// their host had them (page recovery).
@@ -141,7 +146,8 @@ func (n *Node) localStatus() Status {
 			UptimeSeconds: time.Since(n.start).Seconds(),
 		},
 		Crawl: CrawlStatus{
-			Captures: cs.Captures, Bytes: cs.Bytes, Errors: cs.Errors, Robots: cs.Robots, Recovered: cs.Recovered,
+			Captures: cs.Captures, Bytes: cs.Bytes, Errors: cs.Errors, Deferred: cs.Deferred, Retried: cs.Retried,
+			Robots: cs.Robots, Recovered: cs.Recovered,
 			Revisits:       RevisitStatus{NotModified: cs.NotModified, Unchanged: cs.Unchanged, Duplicate: cs.Duplicates},
 			Stored:         cs.Stored,
 			RevisitsQueued: cs.RevisitsQueued,
