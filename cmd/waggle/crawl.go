@@ -100,7 +100,7 @@ func finishCrawlFlags(cfg *crawl.Config, scope, delay string) error {
 }
 
 // maxRetries bounds --retries: with the wait doubled each time up to an
-// hour, ten rounds from the default wait already span four and a half hours.
+// hour, ten rounds from the default wait already span about four hours.
 const maxRetries = 10
 
 // minSegmentSize is the smallest --segment-size: smaller, every record

@@ -335,14 +335,22 @@ func (c *Crawler) retryDeferred(ctx context.Context, round int) bool {
 		return false
 	case <-t.C:
 	}
-	if c.robots != nil {
-		c.robots.ForgetUnreachable()
-	}
-	if err := c.Update(ctx, c.front.RequeueDeferred); err != nil {
+	if err := c.RequeueDeferred(ctx); err != nil {
 		c.cfg.Logger.Warn("cannot queue again the URLs whose fetch failed", "err", err)
 		return false
 	}
 	return true
+}
+
+// RequeueDeferred queues again the URLs whose fetch failed for a reason
+// that may pass (Frontier.Defer), having the robots.txt files that could
+// not be had fetched again: a run's retry round, a node's hourly one, and
+// a node leaving, which hands them over with the rest of its frontier.
+func (c *Crawler) RequeueDeferred(ctx context.Context) error {
+	if c.robots != nil {
+		c.robots.ForgetUnreachable()
+	}
+	return c.Update(ctx, c.front.RequeueDeferred)
 }
 
 // maxRetryWait bounds the doubling of Config.RetryWait between a run's

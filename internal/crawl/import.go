@@ -275,7 +275,6 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 	cp, why := captureOf(rec)
 	if cp == nil {
 		if why != "" {
-			im.stats.Unindexed++
 			im.log.Warn("record imported but not indexed", "file", label, "offset", offset, "uri", rec.TargetURI(), "why", why)
 		}
 		dup, err := im.knownRecord(rec)
@@ -305,6 +304,9 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 		}
 		g.recs = append(g.recs, pendingRecord{rec: rec, ridKey: key})
 		g.bytes += len(rec.Block)
+		if why != "" {
+			im.stats.Unindexed++
+		}
 		return nil
 	}
 	dup, err := im.placeCapture(g, cp, datePrecision(rec.Header.Get("WARC-Date")))

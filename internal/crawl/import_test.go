@@ -805,8 +805,12 @@ func TestImportKeepsButDoesNotIndexPre1970(t *testing.T) {
 	if s := importFiles(t, t.TempDir(), write("")); s.Captures != 1 || s.Unindexed != 0 {
 		t.Fatalf("fixture: the file as written imports as %+v; want its one page indexed", s)
 	}
-	s := importFiles(t, t.TempDir(), write("1969-07-20T20:17:40Z"))
+	data, old := t.TempDir(), write("1969-07-20T20:17:40Z")
+	s := importFiles(t, data, old)
 	if s.Unindexed != 1 || s.Captures != 0 || s.Rejected != 0 || s.Written != s.Records {
 		t.Errorf("stats %+v; want the 1969 page written, not indexed, and counted", s)
+	}
+	if s := importFiles(t, data, old); s.Unindexed != 0 || s.Written != 0 || s.Duplicates != s.Records {
+		t.Errorf("the same file again: %+v; want every record a duplicate, none counted as kept", s)
 	}
 }

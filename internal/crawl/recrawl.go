@@ -410,12 +410,7 @@ func (c *Crawler) pumpDue(ctx context.Context) {
 		}
 		if time.Since(lastRetry) >= retryEvery {
 			lastRetry = time.Now()
-			if c.robots != nil {
-				c.robots.ForgetUnreachable()
-			}
-			if err := c.Update(ctx, func(b *pebble.Batch) error {
-				return c.front.RequeueDeferred(b)
-			}); err != nil && ctx.Err() == nil {
+			if err := c.RequeueDeferred(ctx); err != nil && ctx.Err() == nil {
 				c.cfg.Logger.Warn("cannot queue again the URLs whose fetch failed", "err", err)
 			}
 		}

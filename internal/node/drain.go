@@ -100,6 +100,11 @@ func (n *Node) Leave(ctx context.Context) error {
 	if err := n.members.Leave(10 * time.Second); err != nil {
 		n.log.Warn("node: leaving the membership", "err", err)
 	}
+	// URLs set aside after a failed fetch (the host or the network was
+	// down) go with the rest: queued again, each is handed over as leased.
+	if err := n.crawl.RequeueDeferred(ctx); err != nil {
+		return fmt.Errorf("node: handing over the URLs whose fetch failed: %w", err)
+	}
 	// 3. Wait until the frontier and the outbox are empty.
 	for {
 		_, busy := n.Progress()

@@ -517,3 +517,52 @@ func TestRepairStatusSaysWhatIsLacking(t *testing.T) {
 		t.Errorf("n1 after a failed round with n2: %+v; want n2 not compared", st)
 	}
 }
+
+// URLs set aside after a failed fetch (their host down) are handed over
+// with the rest of the frontier when their node leaves: none is lost with
+// it.
+func TestLeaveHandsOverDeferredURLs(t *testing.T) {
+	nodes, _ := startNetwork(t, 3, "", func(c *Config) { c.RepairEvery = time.Hour })
+	// Hosts on loopback addresses nothing listens on: every fetch is
+	// refused, a failure that may pass.
+	var seeds []string
+	for i := 2; i < 14; i++ {
+		seeds = append(seeds, fmt.Sprintf("http://127.0.0.%d:9/", i))
+	}
+	if _, err := Submit(context.Background(), nodes[0].data, seeds); err != nil {
+		t.Fatal(err)
+	}
+	deferred := func(ns ...*testNode) (total int64, most *testNode) {
+		for _, n := range ns {
+			d := n.crawl.Stats().Deferred
+			total += d
+			if most == nil || d > most.crawl.Stats().Deferred {
+				most = n
+			}
+		}
+		return total, most
+	}
+	waitFor(t, "every seed to fail and be set aside", func() bool { n, _ := deferred(nodes...); return n == int64(len(seeds)) })
+	_, leaving := deferred(nodes...)
+	kept := leaving.crawl.Stats().Deferred
+	leave(t, leaving)
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != leaving {
+			rest = append(rest, n)
+		}
+	}
+	waitFor(t, "the leaving node's URLs to be set aside by the others", func() bool { n, _ := deferred(rest...); return n == int64(len(seeds)) })
+	t.Logf("%s left with %d of the %d URLs set aside; the others hold them all", leaving.name, kept, len(seeds))
+}
+
+// waitFor polls cond until it holds, failing the test after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

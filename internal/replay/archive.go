@@ -129,15 +129,17 @@ func (s *Server) load(ctx context.Context, c index.Capture) (*response, error) {
 }
 
 func (s *Server) loadDepth(ctx context.Context, c index.Capture, depth int) (*response, error) {
-	if resp, err := s.openLarge(ctx, c); resp != nil || err != nil {
+	resp, rec, err := s.openLarge(ctx, c)
+	if resp != nil || err != nil {
 		return resp, err
 	}
-	rec, err := s.arc.Record(ctx, c)
-	if err != nil {
-		if unreachable(err) {
-			return nil, err // the record may well be intact on a node out of reach
+	if rec == nil {
+		if rec, err = s.arc.Record(ctx, c); err != nil {
+			if unreachable(err) {
+				return nil, err // the record may well be intact on a node out of reach
+			}
+			return nil, fmt.Errorf("%w: %w", errCorrupt, err)
 		}
-		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
 	}
 	switch rec.Type() {
 	case warc.TypeResponse:
@@ -233,15 +235,16 @@ func (s *Server) ownPrevious(ctx context.Context, c index.Capture) (*response, b
 	if err != nil || !found {
 		return nil, false
 	}
-	if r, err := s.openLarge(ctx, prev); r != nil && err == nil {
+	r, rec, err := s.openLarge(ctx, prev)
+	if r != nil && err == nil {
 		return r, true
 	}
-	rec, err := s.arc.Record(ctx, prev)
-	if err != nil {
-		return nil, false
+	if rec == nil {
+		if rec, err = s.arc.Record(ctx, prev); err != nil {
+			return nil, false
+		}
 	}
-	r, err := parseResponse(rec.Block)
-	if err != nil || r.status == 0 {
+	if r, err = parseResponse(rec.Block); err != nil || r.status == 0 {
 		return nil, false
 	}
 	return r, true

@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 )
@@ -79,9 +80,7 @@ func parseTarget(rest string) (target, error) {
 		// Digits past the 14th (milliseconds, as some tools print a WARC
 		// date) are dropped: the closest capture is found from the second.
 		t.ts, t.mod, t.url = first[:min(i, 14)], first[i:], after
-	case hasSlash && first != "" && first[0] >= '0' && first[0] <= '9' && !strings.ContainsAny(first, ".:") && absoluteHTTP(after):
-		// Not a host either (it has no dot or port): /web/1.2.3.4/http://x
-		// is the URL http://1.2.3.4/http://x.
+	case hasSlash && first != "" && first[0] >= '0' && first[0] <= '9' && !hostLike(first) && absoluteHTTP(after):
 		return t, fmt.Errorf("%w (%.40q)", errBadTimestamp, first)
 	default:
 		t.url = rest // /web/<url>: a TimeGate
@@ -104,6 +103,25 @@ func isTimestampWithMod(s string) bool {
 		i++
 	}
 	return i >= 1 && modifiers[s[i:]]
+}
+
+// hostLike reports whether s, which starts with a digit, reads as a host
+// and port rather than a mistyped timestamp: an IPv4 address, or a name
+// whose last label has a letter ("1password.com"), with or without a port.
+// /web/1.2.3.4/http://x is the URL http://1.2.3.4/http://x; 2024-01-01T12:00:00Z
+// and 2024.01.01 are no hosts.
+func hostLike(s string) bool {
+	if h, port, ok := strings.Cut(s, ":"); ok {
+		if !isDigits(port) {
+			return false
+		}
+		s = h
+	}
+	if net.ParseIP(s) != nil {
+		return true
+	}
+	i := strings.LastIndexByte(s, '.')
+	return i >= 0 && strings.ContainsFunc(s[i+1:], func(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' })
 }
 
 // absoluteHTTP reports whether u starts as an http or https URL does, a

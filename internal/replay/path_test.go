@@ -27,6 +27,9 @@ func TestParseTargetTimestamps(t *testing.T) {
 		{rest: "2026x/http://example.com/", bad: true},
 		{rest: "2024near_/http://example.com/", bad: true},
 		{rest: "2024id/HTTPS:/example.com/", bad: true},
+		{rest: "2024-01-01T12:00:00Z/http://example.com/", bad: true},
+		{rest: "2024.01.01/http://example.com/", bad: true},
+		{rest: "1password.com/http://x.test/", url: "1password.com/http://x.test/"},
 	} {
 		got, err := parseTarget(tc.rest)
 		if tc.bad {

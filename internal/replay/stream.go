@@ -31,14 +31,6 @@ const streamBlock = 64 << 20
 // read whole without a look at their header first.
 const minStreamedMember = streamBlock / 1032
 
-// minRemoteStreamed is the smallest member of another node's capture whose
-// header is looked at first: a look there is a request of its own, and
-// the bytes the holder sends before it is cut off, worth it only for
-// members whose block is over streamBlock anyway. A smaller member whose
-// block is over streamBlock (one that compresses) is read whole, and kept
-// by the payload cache for the range requests that follow.
-const minRemoteStreamed = streamBlock
-
 // blockOpener is an archive that can stream the blocks of the records it
 // holds: archive.Local, and archive.Network, from whichever node holds
 // the capture.
@@ -99,68 +91,69 @@ func (d *dechunked) Read(p []byte) (int, error) {
 }
 
 // openLarge returns c's response with a stored body when c is a response
-// or resource record whose block is over streamBlock, and nil otherwise:
-// the record is then read whole, which also reports what may be wrong
-// with it.
-func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, error) {
+// or resource record whose block is over streamBlock. Otherwise it returns
+// nil, and for another node's capture the record itself, read whole from
+// the same answer (the look at its header was a request of its own), or
+// nil again if that failed: the caller reads it with Record, which also
+// reports what may be wrong with it and tries other nodes' copies.
+func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, *warc.Record, error) {
 	bo, ok := s.arc.(blockOpener)
-	if !ok || c.Length < minStreamedMember || c.Node != "" && c.Length < minRemoteStreamed {
-		return nil, nil
+	if !ok || c.Length < minStreamedMember {
+		return nil, nil, nil
 	}
 	b, err := bo.OpenBlock(ctx, c)
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	defer b.Close()
 	if b.Length <= streamBlock {
-		return nil, nil
+		if c.Node == "" {
+			return nil, nil, nil // this node's: Record reads it from disk
+		}
+		rec, err := b.Record()
+		if err != nil {
+			return nil, nil, nil
+		}
+		return nil, rec, nil
+	}
+	var section []byte
+	switch b.Header.Get("WARC-Type") {
+	case warc.TypeResource:
+	case warc.TypeResponse:
+		if section, err = warc.HTTPSection(b); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", errCorrupt, err)
+		}
+	default:
+		return nil, nil, nil // a revisit's block is its headers: small, whatever its member's size
 	}
 	if !s.verified.has(c.RecordID) {
 		// Read through once before the first byte is sent: a damaged
 		// block is then read whole instead, which finds another node's
 		// copy if there is one (archive.Network.Record) and has this one
 		// repaired, where a stream could only be cut short.
-		if err := readThrough(ctx, bo, c); err != nil {
-			return nil, nil
+		if _, err := b.Check(); err != nil {
+			return nil, nil, nil
 		}
 		s.verified.add(c.RecordID)
 	}
 	open := func(ctx context.Context) (*warc.Block, error) { return bo.OpenBlock(ctx, c) }
-	switch b.Header.Get("WARC-Type") {
-	case warc.TypeResource:
+	if section == nil {
 		h := http.Header{}
 		if ct := b.Header.Get("Content-Type"); ct != "" {
 			h.Set("Content-Type", ct)
 		}
-		return &response{status: http.StatusOK, header: h, body: &storedBody{open: open, size: b.Length}}, nil
-	case warc.TypeResponse:
-		section, err := warc.HTTPSection(b)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errCorrupt, err)
-		}
-		resp, err := parseHead(section, true)
-		if err != nil {
-			return nil, err
-		}
-		body := &storedBody{open: open, skip: int64(len(section)), size: b.Length - int64(len(section))}
-		if strings.Contains(strings.ToLower(resp.header.Get("Transfer-Encoding")), "chunked") {
-			body.size = -1
-		}
-		resp.body = body
-		return resp, nil
+		return &response{status: http.StatusOK, header: h, body: &storedBody{open: open, size: b.Length}}, nil, nil
 	}
-	return nil, nil // a revisit's block is its headers: small, whatever its member's size
-}
-
-// readThrough reads c's block to its end, which checks its digest.
-func readThrough(ctx context.Context, bo blockOpener, c index.Capture) error {
-	b, err := bo.OpenBlock(ctx, c)
+	resp, err := parseHead(section, true)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer b.Close()
-	_, err = b.Check()
-	return err
+	body := &storedBody{open: open, skip: int64(len(section)), size: b.Length - int64(len(section))}
+	if strings.Contains(strings.ToLower(resp.header.Get("Transfer-Encoding")), "chunked") {
+		body.size = -1
+	}
+	resp.body = body
+	return resp, nil, nil
 }
 
 // verifiedBlocks is a bounded set of record IDs.

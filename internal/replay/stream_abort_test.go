@@ -72,7 +72,7 @@ func TestMultiRangeAbortLeavesNoBlockOpen(t *testing.T) {
 	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
 	before := fds()
 	for range 20 {
-		resp, err := a.srv.openLarge(context.Background(), c)
+		resp, _, err := a.srv.openLarge(context.Background(), c)
 		if err != nil || resp == nil || resp.body == nil {
 			t.Fatalf("openLarge: %v, %v", resp, err)
 		}

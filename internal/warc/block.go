@@ -105,6 +105,26 @@ func (b *Block) Finish() error {
 	return nil
 }
 
+// Record reads the whole block, which must not have been read from yet,
+// checks it as Check does, and returns the record: for a reader that
+// opened a block to learn its size and found it small enough to hold.
+func (b *Block) Record() (*Record, error) {
+	if b.left != b.Length {
+		return nil, fmt.Errorf("warc: %s at %d: Record after a Read", b.loc.Segment, b.loc.Offset)
+	}
+	if b.Length > MaxBlock {
+		return nil, fmt.Errorf("%w: %s at %d: %d bytes", ErrBlockTooLarge, b.loc.Segment, b.loc.Offset, b.Length)
+	}
+	block := make([]byte, b.Length)
+	if _, err := io.ReadFull(b, block); err != nil {
+		return nil, err
+	}
+	if err := b.Finish(); err != nil {
+		return nil, err
+	}
+	return &Record{Header: b.Header, Block: block}, nil
+}
+
 // Check reads the rest of the block and of its record (Finish), and
 // returns the bytes of the block it read: the whole check of a record
 // read as a stream, for a reader that wants no bytes.
