@@ -105,14 +105,7 @@ func crawledSite(t *testing.T, pages int) (Config, *httptest.Server, <-chan stru
 		if hits.Add(1) == int64(pages)+10 { // ten fetches into what follows
 			once.Do(func() { close(stop) })
 		}
-		w.Header().Set("Content-Type", "text/html")
-		if r.URL.Path == "/" {
-			for i := range pages - 1 {
-				fmt.Fprintf(w, `<a href="/p%d">p%d</a> `, i, i)
-			}
-			return
-		}
-		fmt.Fprintf(w, "<html><body><p>page %s</p></body></html>", r.URL.Path)
+		sitePage(w, r.URL.Path, pages)
 	}))
 	t.Cleanup(srv.Close)
 	cfg := testConfig(t, "", srv.URL+"/")
@@ -120,6 +113,19 @@ func crawledSite(t *testing.T, pages int) (Config, *httptest.Server, <-chan stru
 	cfg.Workers = 2
 	runCrawl(t, cfg)
 	return cfg, srv, stop
+}
+
+// sitePage writes the page at path of a site of pages pages: the home
+// page links to all the others.
+func sitePage(w http.ResponseWriter, path string, pages int) {
+	w.Header().Set("Content-Type", "text/html")
+	if path == "/" {
+		for i := range pages - 1 {
+			fmt.Fprintf(w, `<a href="/p%d">p%d</a> `, i, i)
+		}
+		return
+	}
+	fmt.Fprintf(w, "<html><body><p>page %s</p></body></html>", path)
 }
 
 // runStopped runs a crawl of cfg until stop closes, and fails the test if
@@ -171,14 +177,7 @@ func TestRunRetriesFailedFetches(t *testing.T) {
 				io.WriteString(w, "User-agent: *\nDisallow: /private/\n")
 				return
 			}
-			w.Header().Set("Content-Type", "text/html")
-			if r.URL.Path == "/" {
-				for i := range pages - 1 {
-					fmt.Fprintf(w, `<a href="/p%d">p%d</a> `, i, i)
-				}
-				return
-			}
-			fmt.Fprintf(w, "<html><body><p>page %s</p></body></html>", r.URL.Path)
+			sitePage(w, r.URL.Path, pages)
 		}))
 		t.Cleanup(srv.Close)
 		return srv, func(p string) int { mu.Lock(); defer mu.Unlock(); return tries[p] }
