@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
@@ -49,5 +51,80 @@ func TestDamagedLargeCaptureIsReadElsewhere(t *testing.T) {
 	resp, sum, n, err := fetchSum(t, a.content.URL+"/web/20240101120000id_/http://example.com/big.mp4")
 	if err != nil || resp.StatusCode != 200 || sum != sha256.Sum256(video) {
 		t.Errorf("%d, %d bytes (%v): the good copy another node holds was never read", resp.StatusCode, n, err)
+	}
+}
+
+// heldElsewhere stands for archive.Network for captures another node holds:
+// they come with a Node, OpenBlock opens the holder's answer (here, the
+// local block), and Record reads a good copy from some node when given one.
+type heldElsewhere struct {
+	*archive.Local
+	good            *warc.Record
+	opened, records atomic.Int64
+}
+
+func (h *heldElsewhere) onPeer(fn func(index.Capture) (bool, error)) func(index.Capture) (bool, error) {
+	return func(c index.Capture) (bool, error) {
+		c.Node = "peer"
+		return fn(c)
+	}
+}
+
+func (h *heldElsewhere) Captures(ctx context.Context, key string, reverse bool, fn func(index.Capture) (bool, error)) error {
+	return h.Local.Captures(ctx, key, reverse, h.onPeer(fn))
+}
+
+func (h *heldElsewhere) CapturesBetween(ctx context.Context, key string, from, to time.Time, reverse bool, fn func(index.Capture) (bool, error)) error {
+	return h.Local.CapturesBetween(ctx, key, from, to, reverse, h.onPeer(fn))
+}
+
+func (h *heldElsewhere) OpenBlock(ctx context.Context, c index.Capture) (*warc.Block, error) {
+	h.opened.Add(1)
+	return h.Local.OpenBlock(ctx, c)
+}
+
+func (h *heldElsewhere) Record(ctx context.Context, c index.Capture) (*warc.Record, error) {
+	h.records.Add(1)
+	if h.good != nil {
+		return h.good, nil
+	}
+	return h.Local.Record(ctx, c)
+}
+
+// Another node's record whose member is large enough for a look at its
+// header, but whose block is not, is read whole from the answer that
+// showed its size, not asked for again; if that answer is damaged, it is
+// read with Record, which finds a good copy where there is one.
+func TestRecordHeldElsewhereIsReadFromOneAnswer(t *testing.T) {
+	photo := make([]byte, 1<<20)
+	rand.NewChaCha8([32]byte{9}).Read(photo)
+	for _, damaged := range []bool{false, true} {
+		var via *heldElsewhere
+		a := newTestArchiveVia(t, []fixture{
+			{url: "http://example.com/photo.jpg", at: "20240101120000", header: "Content-Type: image/jpeg\r\n", body: string(photo)},
+		}, func(l *archive.Local) archive.Archive { via = &heldElsewhere{Local: l}; return via })
+		c := a.caps["http://example.com/photo.jpg 20240101120000"]
+		if c.Length < minStreamedMember {
+			t.Fatalf("the photo's member is %d bytes, under %d: the test shows nothing", c.Length, minStreamedMember)
+		}
+		if damaged {
+			good, err := a.local.Record(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			via.good = good
+			flipMiddleByte(t, a, c)
+		}
+		resp, sum, n, err := fetchSum(t, a.content.URL+"/web/20240101120000id_/http://example.com/photo.jpg")
+		if err != nil || resp.StatusCode != 200 || sum != sha256.Sum256(photo) {
+			t.Fatalf("damaged %v: %d, %d bytes (%v), same bytes: %v", damaged, resp.StatusCode, n, err, sum == sha256.Sum256(photo))
+		}
+		wantRecords := int64(0)
+		if damaged {
+			wantRecords = 1
+		}
+		if via.opened.Load() != 1 || via.records.Load() != wantRecords {
+			t.Errorf("damaged %v: %d answers opened, %d records asked for; want 1 and %d", damaged, via.opened.Load(), via.records.Load(), wantRecords)
+		}
 	}
 }
