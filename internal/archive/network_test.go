@@ -1266,3 +1266,60 @@ func TestCapturesElsewherePartial(t *testing.T) {
 		t.Errorf("Captures found nowhere with a node failing: %v", err)
 	}
 }
+
+// Replay reads another node's record with OpenBlock (and Block.Record or
+// Check): it refuses what Record refuses — a record not in a gzip member,
+// a member followed by other bytes.
+func TestStreamRefusesWhatRecordRefuses(t *testing.T) {
+	cl := newCluster(t)
+	ctx := context.Background()
+	cred, err := admission.Admit(cl.dir, "liar", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body atomic.Pointer[[]byte]
+	addr, _ := servePeer(t, &cred, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(*body.Load())
+	}))
+	liar := Node{ID: cred.ID(), Addr: addr}
+	net := NewNetwork(NetworkConfig{
+		Local: cl.nodes[0].local, Self: cl.nodes[0].cred.ID(), Client: cl.client,
+		Owner:   func(string) (string, string, bool) { return liar.ID, liar.Addr, true },
+		Members: func() []Node { return []Node{cl.nodes[0].node(), liar} },
+	})
+	src := cl.held(t, 1, "test,b)/\x00", "test,b)/\x01")
+	c := slices.Clone(src)[0]
+	c.Node = liar.ID
+	file, err := os.ReadFile(filepath.Join(cl.nodes[1].local.dir, c.Segment))
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := file[c.Offset : c.Offset+c.Length]
+	zr, _ := gzip.NewReader(bytes.NewReader(member))
+	plain, _ := io.ReadAll(zr)
+	for name, tc := range map[string]struct {
+		length int64
+		body   []byte
+	}{
+		"record not gzipped":      {int64(len(plain)), plain},
+		"member then other bytes": {c.Length + 100, append(bytes.Clone(member), bytes.Repeat([]byte{0}, 100)...)},
+	} {
+		b := tc.body
+		body.Store(&b)
+		cc := c
+		cc.Length = tc.length
+		_, rerr := net.Record(ctx, cc)
+		var serr error
+		blk, err := net.OpenBlock(ctx, cc)
+		if err == nil {
+			_, serr = blk.Record()
+			blk.Close()
+		} else {
+			serr = err
+		}
+		if rerr == nil || serr == nil {
+			t.Errorf("%s: Record: %v; OpenBlock and Block.Record: %v; want both refused", name, rerr, serr)
+		}
+	}
+}

@@ -274,9 +274,6 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 	}
 	cp, why := captureOf(rec)
 	if cp == nil {
-		if why != "" {
-			im.log.Warn("record imported but not indexed", "file", label, "offset", offset, "uri", rec.TargetURI(), "why", why)
-		}
 		dup, err := im.knownRecord(rec)
 		if err != nil {
 			return err
@@ -306,6 +303,7 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 		g.bytes += len(rec.Block)
 		if why != "" {
 			im.stats.Unindexed++
+			im.log.Warn("record imported but not indexed", "file", label, "offset", offset, "uri", rec.TargetURI(), "why", why)
 		}
 		return nil
 	}

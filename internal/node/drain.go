@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/ring"
 	"github.com/waggle-archive/waggle/internal/urlkey"
@@ -100,16 +101,25 @@ func (n *Node) Leave(ctx context.Context) error {
 	if err := n.members.Leave(10 * time.Second); err != nil {
 		n.log.Warn("node: leaving the membership", "err", err)
 	}
-	// URLs set aside after a failed fetch (the host or the network was
-	// down) go with the rest: queued again, each is handed over as leased.
-	if err := n.crawl.RequeueDeferred(ctx); err != nil {
-		return fmt.Errorf("node: handing over the URLs whose fetch failed: %w", err)
-	}
-	// 3. Wait until the frontier and the outbox are empty.
+	// 3. Wait until the frontier and the outbox are empty. URLs set aside
+	// after a failed fetch (the host or the network was down) go with the
+	// rest: queued again, each is handed over as it is leased — those set
+	// aside before and those whose fetch, under way, fails meanwhile.
 	for {
-		_, busy := n.Progress()
-		if !busy {
-			break
+		if _, busy := n.Progress(); !busy {
+			if n.crawl.Stats().Deferred == 0 {
+				break
+			}
+			err := n.crawl.RequeueDeferred(ctx)
+			if errors.Is(err, crawl.ErrNotRunning) {
+				// The crawler has stopped (--max-pages): nothing leases
+				// them any more, as nothing leases the rest of the frontier.
+				n.log.Warn("node: leaving with URLs whose fetch failed, the crawler having stopped", "urls", n.crawl.Stats().Deferred)
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("node: handing over the URLs whose fetch failed: %w", err)
+			}
 		}
 		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
 			return fmt.Errorf("node: handing URLs over: %w", err)

@@ -1,9 +1,12 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -126,5 +129,47 @@ func TestRecordHeldElsewhereIsReadFromOneAnswer(t *testing.T) {
 		if via.opened.Load() != 1 || via.records.Load() != wantRecords {
 			t.Errorf("damaged %v: %d answers opened, %d records asked for; want 1 and %d", damaged, via.opened.Load(), via.records.Load(), wantRecords)
 		}
+	}
+}
+
+// A capture over 64 MiB damaged here in the blank line that ends its HTTP
+// header, with a good copy elsewhere: the header cannot be parsed, and the
+// record is read whole through Record, which finds the good copy.
+func TestDamagedHeaderOfLargeCaptureIsReadElsewhere(t *testing.T) {
+	video := make([]byte, streamBlock+3<<20)
+	rand.NewChaCha8([32]byte{7}).Read(video)
+	for i, b := range video {
+		if b == '\n' {
+			video[i] = 'n'
+		}
+	}
+	var via *elsewhere
+	a := newTestArchiveVia(t, []fixture{
+		{url: "http://example.com/big.mp4", at: "20240101120000", header: "Content-Type: video/mp4\r\n", body: string(video)},
+	}, func(l *archive.Local) archive.Archive { via = &elsewhere{Local: l}; return via })
+	c := a.caps["http://example.com/big.mp4 20240101120000"]
+	good, err := a.local.Record(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	via.good = good
+	path := filepath.Join(a.dir, c.Segment)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, 8192)
+	f.ReadAt(head, c.Offset)
+	warcEnd := bytes.Index(head, []byte("\r\n\r\n"))
+	httpEnd := bytes.Index(head[warcEnd+4:], []byte("\r\n\r\n"))
+	if warcEnd < 0 || httpEnd < 0 {
+		t.Fatal("fixture: the member's headers are not stored as they are (random bytes should not compress)")
+	}
+	off := c.Offset + int64(warcEnd+4+httpEnd+2) // the blank line's \r
+	f.WriteAt([]byte{'X'}, off)
+	f.Close()
+	resp, sum, n, err := fetchSum(t, a.content.URL+"/web/20240101120000id_/http://example.com/big.mp4")
+	if err != nil || resp.StatusCode != 200 || sum != sha256.Sum256(video) {
+		t.Errorf("%d, %d bytes (%v): the good copy another node holds was never read", resp.StatusCode, n, err)
 	}
 }

@@ -106,17 +106,15 @@ func isTimestampWithMod(s string) bool {
 }
 
 // hostLike reports whether s, which starts with a digit, reads as a host
-// and port rather than a mistyped timestamp: an IPv4 address, or a name
-// whose last label has a letter ("1password.com"), with or without a port.
-// /web/1.2.3.4/http://x is the URL http://1.2.3.4/http://x; 2024-01-01T12:00:00Z
-// and 2024.01.01 are no hosts.
+// rather than a mistyped timestamp: a name or address with a numeric port,
+// an IPv4 address, or a name whose last label has a letter
+// ("1password.com", a final dot allowed). /web/1.2.3.4/http://x is the URL
+// http://1.2.3.4/http://x; 2024-01-01T12:00:00Z and 2024.01.01 are no hosts.
 func hostLike(s string) bool {
 	if h, port, ok := strings.Cut(s, ":"); ok {
-		if !isDigits(port) {
-			return false
-		}
-		s = h
+		return h != "" && isDigits(port)
 	}
+	s = strings.TrimSuffix(s, ".")
 	if net.ParseIP(s) != nil {
 		return true
 	}

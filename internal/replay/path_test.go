@@ -30,6 +30,8 @@ func TestParseTargetTimestamps(t *testing.T) {
 		{rest: "2024-01-01T12:00:00Z/http://example.com/", bad: true},
 		{rest: "2024.01.01/http://example.com/", bad: true},
 		{rest: "1password.com/http://x.test/", url: "1password.com/http://x.test/"},
+		{rest: "1password.com./http://x.test/", url: "1password.com./http://x.test/"},
+		{rest: "1host:8080/http://x.test/", url: "1host:8080/http://x.test/"},
 	} {
 		got, err := parseTarget(tc.rest)
 		if tc.bad {

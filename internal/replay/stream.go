@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -121,7 +120,7 @@ func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, *wa
 	case warc.TypeResource:
 	case warc.TypeResponse:
 		if section, err = warc.HTTPSection(b); err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", errCorrupt, err)
+			return nil, nil, nil // damaged, perhaps: Record finds another copy, or says what is wrong
 		}
 	default:
 		return nil, nil, nil // a revisit's block is its headers: small, whatever its member's size

@@ -18,7 +18,8 @@ type Block struct {
 	Header Header
 	Length int64 // the block's length, from the record's Content-Length
 
-	src    io.Closer // what the record is read from
+	src    io.Closer     // what the record is read from
+	member *bufio.Reader // its gzip member's raw bytes, if in one (recordStart.member)
 	r      *bufio.Reader
 	left   int64
 	digest blockDigest
@@ -29,28 +30,28 @@ type Block struct {
 
 // OpenBlock opens the block of the record at loc in dir. The caller closes it.
 func OpenBlock(dir string, loc Location) (*Block, error) {
-	f, br, wh, n, err := openAt(dir, loc)
+	f, rs, err := openAt(dir, loc)
 	if err != nil {
 		return nil, err
 	}
-	return newBlock(f, br, wh, n, loc), nil
+	return newBlock(f, rs, loc), nil
 }
 
 // ReadBlock is OpenBlock for the record r starts with — a gzip member, or
 // a record as it is — such as a peer sends; loc says where it lies, for
 // errors. Closing the Block closes r.
 func ReadBlock(r io.ReadCloser, loc Location) (*Block, error) {
-	br, wh, n, err := startRecord(r, loc)
+	rs, err := startRecord(r, loc)
 	if err != nil {
 		r.Close()
 		return nil, err
 	}
-	return newBlock(r, br, wh, n, loc), nil
+	return newBlock(r, rs, loc), nil
 }
 
-func newBlock(src io.Closer, r *bufio.Reader, wh Header, n int64, loc Location) *Block {
-	b := &Block{Header: wh, Length: n, src: src, r: r, left: n, loc: loc}
-	b.digest, b.check = newBlockDigest(wh)
+func newBlock(src io.Closer, rs *recordStart, loc Location) *Block {
+	b := &Block{Header: rs.header, Length: rs.length, src: src, r: rs.r, member: rs.member, left: rs.length, loc: loc}
+	b.digest, b.check = newBlockDigest(rs.header)
 	return b
 }
 
@@ -89,7 +90,8 @@ func (b *Block) Read(p []byte) (int, error) {
 // Finish reads what follows a block read to its end — the record's closing
 // line ends and, in a gzip member, its CRC-32 and length — and reports
 // whether the record ends as written: a member whose checksum fails, or
-// is cut short, or holds more than the one record. (Line ends are not
+// is cut short, or holds more than the one record, or (with the location's
+// length known) is followed by more bytes within that length. (Line ends are not
 // required, as Reader and MemberReader do not require them.)
 func (b *Block) Finish() error {
 	if b.left > 0 {
@@ -101,6 +103,11 @@ func (b *Block) Finish() error {
 	}
 	if len(rest) > 8 || len(bytes.Trim(rest, "\r\n")) > 0 {
 		return fmt.Errorf("warc: %s at %d: more than one record, or not a record's end, after the block", b.loc.Segment, b.loc.Offset)
+	}
+	if b.member != nil && b.loc.Length > 0 {
+		if _, err := b.member.Peek(1); err == nil {
+			return fmt.Errorf("warc: %s at %d: bytes after the record's gzip member, within its %d", b.loc.Segment, b.loc.Offset, b.loc.Length)
+		}
 	}
 	return nil
 }
@@ -115,8 +122,10 @@ func (b *Block) Record() (*Record, error) {
 	if b.Length > MaxBlock {
 		return nil, fmt.Errorf("%w: %s at %d: %d bytes", ErrBlockTooLarge, b.loc.Segment, b.loc.Offset, b.Length)
 	}
-	block := make([]byte, b.Length)
-	if _, err := io.ReadFull(b, block); err != nil {
+	// Grown as bytes arrive, not sized by the header's word: a record
+	// that claims a large block and sends little costs little.
+	block, err := io.ReadAll(b)
+	if err != nil {
 		return nil, err
 	}
 	if err := b.Finish(); err != nil {

@@ -286,11 +286,16 @@ const maxHTTPHeader = 1 << 20
 // large record. The block's digest is not checked, since the block is not
 // read whole.
 func HTTPHeaderAt(dir string, loc Location) (Header, http.Header, error) {
-	f, br, wh, n, err := openAt(dir, loc)
+	f, rs, err := openAt(dir, loc)
 	if err != nil {
+		var wh Header
+		if rs != nil {
+			wh = rs.header
+		}
 		return wh, nil, err
 	}
 	defer f.Close()
+	br, wh, n := rs.r, rs.header, rs.length
 	// The section is read whole, to the blank line that ends it, first: a
 	// section cut short (by the block's end or the limit) is a capture cut
 	// short, none of which stands for a whole response, wherever the cut
@@ -340,51 +345,60 @@ func HTTPSection(r io.Reader) ([]byte, error) {
 }
 
 // openAt opens the record at loc in dir, inflating it if it is a gzip
-// member, and reads its WARC header and Content-Length: what is left in
-// the reader returned is the record's block, and after it the record's end.
-func openAt(dir string, loc Location) (*os.File, *bufio.Reader, Header, int64, error) {
+// member, and reads its WARC header and Content-Length (see recordStart).
+func openAt(dir string, loc Location) (*os.File, *recordStart, error) {
 	f, err := os.Open(filepath.Join(dir, filepath.Base(loc.Segment)))
 	if err != nil {
-		return nil, nil, Header{}, 0, fmt.Errorf("warc: %w", err)
+		return nil, nil, fmt.Errorf("warc: %w", err)
 	}
 	length := loc.Length
 	if length <= 0 {
 		length = 1 << 62
 	}
-	br, wh, n, err := startRecord(io.NewSectionReader(f, loc.Offset, length), loc)
+	rs, err := startRecord(io.NewSectionReader(f, loc.Offset, length), loc)
 	if err != nil {
 		f.Close()
-		return nil, nil, wh, 0, err
+		return nil, rs, err
 	}
-	return f, br, wh, n, nil
+	return f, rs, nil
+}
+
+// recordStart is a record read up to its block.
+type recordStart struct {
+	r      *bufio.Reader // what is left: the block, then the record's end (inflated)
+	header Header
+	length int64 // the block's, from Content-Length
+	// member is the raw reader of the record's gzip member, nil for a
+	// record not in one: once the member is inflated to its end, nothing
+	// is left in it if the location's length is the member's.
+	member *bufio.Reader
 }
 
 // startRecord reads the WARC header of the record r starts with, inflating
-// r if it starts with a gzip member, and returns a reader at the record's
-// block, the header, and the block's length. loc names where r reads from,
-// for errors.
-func startRecord(r io.Reader, loc Location) (*bufio.Reader, Header, int64, error) {
-	fail := func(h Header, err error) (*bufio.Reader, Header, int64, error) {
-		return nil, h, 0, fmt.Errorf("warc: %s at %d: %w", loc.Segment, loc.Offset, err)
+// r if it starts with a gzip member. loc names where r reads from, for
+// errors. On an error the header read so far is returned with it.
+func startRecord(r io.Reader, loc Location) (*recordStart, error) {
+	rs := &recordStart{r: bufio.NewReader(r)}
+	fail := func(err error) (*recordStart, error) {
+		return rs, fmt.Errorf("warc: %s at %d: %w", loc.Segment, loc.Offset, err)
 	}
-	br := bufio.NewReader(r)
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
+	if magic, _ := rs.r.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(rs.r)
 		if err != nil {
-			return fail(Header{}, err)
+			return fail(err)
 		}
 		zr.Multistream(false)
-		br = bufio.NewReader(zr)
+		rs.member, rs.r = rs.r, bufio.NewReader(zr)
 	}
-	wh, err := ReadHeader(br)
-	if err != nil {
-		return fail(wh, unexpected(err))
+	var err error
+	if rs.header, err = ReadHeader(rs.r); err != nil {
+		return fail(unexpected(err))
 	}
-	n, err := strconv.ParseInt(wh.Get("Content-Length"), 10, 64)
-	if err != nil || n < 0 {
-		return fail(wh, fmt.Errorf("bad Content-Length %q", wh.Get("Content-Length")))
+	rs.length, err = strconv.ParseInt(rs.header.Get("Content-Length"), 10, 64)
+	if err != nil || rs.length < 0 {
+		return fail(fmt.Errorf("bad Content-Length %q", rs.header.Get("Content-Length")))
 	}
-	return br, wh, n, nil
+	return rs, nil
 }
 
 // VerifyBlock checks a record's WARC-Block-Digest: SHA-1 or SHA-256, in

@@ -1,0 +1,110 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// A fetch in flight when Leave queues the deferred URLs again, and that
+// then fails for a reason that may pass, is set aside on the leaving node
+// once more: Leave hands it over too before it completes.
+func TestLeaveHandsOverURLDeferredDuringDrain(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-release
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // EOF at the client: a failure that may pass
+		}
+	}))
+	defer hang.Close()
+	defer close(release)
+
+	nodes, _ := startNetwork(t, 3, "", func(c *Config) { c.RepairEvery = time.Hour })
+	seeds := []string{hang.URL + "/"}
+	for i := 2; i < 26; i++ {
+		seeds = append(seeds, fmt.Sprintf("http://127.0.0.%d:9/", i))
+	}
+	if _, err := Submit(context.Background(), nodes[0].data, seeds); err != nil {
+		t.Fatal(err)
+	}
+	<-arrived
+	total := func(ns ...*testNode) (d int64) {
+		for _, n := range ns {
+			d += n.crawl.Stats().Deferred
+		}
+		return d
+	}
+	waitFor(t, "the refused seeds to be set aside", func() bool { return total(nodes...) == int64(len(seeds)-1) })
+	var leaving *testNode
+	for _, n := range nodes {
+		if n.crawl.Stats().Queued > 0 {
+			leaving = n // holds the lease of the hanging fetch
+		}
+	}
+	if leaving == nil || leaving.crawl.Stats().Deferred == 0 {
+		t.Skip("fixture: the hanging host's owner holds no deferred URL")
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); leave(t, leaving) }()
+	waitFor(t, "Leave to re-queue the deferred URLs", func() bool { return leaving.crawl.Stats().Retried > 0 })
+	release <- struct{}{}
+	<-done
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != leaving {
+			rest = append(rest, n)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	if d := leaving.crawl.Stats().Deferred; d != 0 {
+		t.Errorf("%s left with %d URL(s) still set aside (never handed over); the others hold %d of %d", leaving.name, d, total(rest...), len(seeds))
+	}
+}
+
+// A node whose crawler has stopped (--max-pages reached: Run returns nil
+// and the node keeps serving) can still leave.
+func TestLeaveAfterMaxPages(t *testing.T) {
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html><body>one page</body></html>"))
+	}))
+	defer web.Close()
+	nodes, _ := startNetwork(t, 3, "", func(c *Config) { c.RepairEvery = time.Hour; c.Crawl.MaxPages = 1 })
+	if _, err := Submit(context.Background(), nodes[0].data, []string{web.URL + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	var owner *testNode
+	waitFor(t, "the page to be archived", func() bool {
+		for _, n := range nodes {
+			if c, busy := n.Progress(); c > 0 && !busy {
+				owner = n
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(2 * time.Second) // its crawler's Run returns: budget spent
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := Leave(ctx, owner.data); err != nil {
+		t.Errorf("%s, its page budget spent, cannot leave: %v", owner.name, err)
+	}
+}
