@@ -177,6 +177,14 @@ func (c *Crawler) Update(ctx context.Context, fn func(b *pebble.Batch) error) er
 	return c.send(ctx, result{update: fn})
 }
 
+// Running reports whether Run is running: a crawl whose page budget is
+// spent (Config.MaxPages) has stopped, and leases nothing more.
+func (c *Crawler) Running() bool {
+	c.runMu.RLock()
+	defer c.runMu.RUnlock()
+	return c.running
+}
+
 // send hands r to the committer and waits until it is committed.
 func (c *Crawler) send(ctx context.Context, r result) error {
 	ack := make(chan error, 1)

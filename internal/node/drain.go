@@ -105,17 +105,31 @@ func (n *Node) Leave(ctx context.Context) error {
 	// after a failed fetch (the host or the network was down) go with the
 	// rest: queued again, each is handed over as it is leased — those set
 	// aside before and those whose fetch, under way, fails meanwhile.
+	// A crawler that has stopped (its --max-pages spent) leases nothing
+	// more: what its frontier holds stays behind, said so in the log, and
+	// only the outbox is waited for.
+	warned := false
+wait:
 	for {
-		if _, busy := n.Progress(); !busy {
-			if n.crawl.Stats().Deferred == 0 {
-				break
-			}
+		st := n.crawl.Stats()
+		stopped := !n.crawl.Running()
+		if stopped && !warned && (st.Queued > 0 || st.Deferred > 0) {
+			n.log.Warn("node: the crawler has stopped (its page budget spent): leaving without the URLs it had not fetched",
+				"queued", st.Queued, "deferred", st.Deferred)
+			warned = true
+		}
+		outbox := n.out != nil && len(n.out.Pending()) > 0
+		switch {
+		case outbox:
+		case stopped:
+			break wait
+		case st.Queued > 0:
+		case st.Deferred == 0:
+			break wait
+		default:
 			err := n.crawl.RequeueDeferred(ctx)
 			if errors.Is(err, crawl.ErrNotRunning) {
-				// The crawler has stopped (--max-pages): nothing leases
-				// them any more, as nothing leases the rest of the frontier.
-				n.log.Warn("node: leaving with URLs whose fetch failed, the crawler having stopped", "urls", n.crawl.Stats().Deferred)
-				break
+				continue // it stopped meanwhile
 			}
 			if err != nil {
 				return fmt.Errorf("node: handing over the URLs whose fetch failed: %w", err)

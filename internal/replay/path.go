@@ -106,13 +106,17 @@ func isTimestampWithMod(s string) bool {
 }
 
 // hostLike reports whether s, which starts with a digit, reads as a host
-// rather than a mistyped timestamp: a name or address with a numeric port,
-// an IPv4 address, or a name whose last label has a letter
-// ("1password.com", a final dot allowed). /web/1.2.3.4/http://x is the URL
-// http://1.2.3.4/http://x; 2024-01-01T12:00:00Z and 2024.01.01 are no hosts.
+// rather than a mistyped timestamp: an IPv4 address, or a name whose last
+// label has a letter ("1password.com", a final dot allowed), with or
+// without a numeric port. /web/1.2.3.4/http://x is the URL
+// http://1.2.3.4/http://x; 2024-01-01T12:00:00Z, 20240101:1200 and
+// 2024.01.01 are no hosts (nor, so, is a one-label name with a port).
 func hostLike(s string) bool {
 	if h, port, ok := strings.Cut(s, ":"); ok {
-		return h != "" && isDigits(port)
+		if !isDigits(port) {
+			return false
+		}
+		s = h
 	}
 	s = strings.TrimSuffix(s, ".")
 	if net.ParseIP(s) != nil {

@@ -31,7 +31,9 @@ func TestParseTargetTimestamps(t *testing.T) {
 		{rest: "2024.01.01/http://example.com/", bad: true},
 		{rest: "1password.com/http://x.test/", url: "1password.com/http://x.test/"},
 		{rest: "1password.com./http://x.test/", url: "1password.com./http://x.test/"},
-		{rest: "1host:8080/http://x.test/", url: "1host:8080/http://x.test/"},
+		{rest: "1host.example:8080/http://x.test/", url: "1host.example:8080/http://x.test/"},
+		{rest: "2024-01-01T12:00/http://example.com/", bad: true},
+		{rest: "20240101:1200/http://example.com/", bad: true},
 	} {
 		got, err := parseTarget(tc.rest)
 		if tc.bad {

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -120,7 +121,10 @@ func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, *wa
 	case warc.TypeResource:
 	case warc.TypeResponse:
 		if section, err = warc.HTTPSection(b); err != nil {
-			return nil, nil, nil // damaged, perhaps: Record finds another copy, or says what is wrong
+			if _, cerr := b.Check(); cerr != nil {
+				return nil, nil, nil // damaged: Record finds another copy
+			}
+			return nil, nil, fmt.Errorf("%w: %v", errCorrupt, err) // archived so: not to be read whole
 		}
 	default:
 		return nil, nil, nil // a revisit's block is its headers: small, whatever its member's size
