@@ -107,14 +107,13 @@ func captureID(c *index.Capture) string {
 // appendValue appends the queue value of e, which must be valid, to be
 // sent to one of targets.
 func appendValue(dst []byte, e *Entry, targets []string) []byte {
-	if e.Capture.SimHash == 0 {
-		dst = append(dst, 1)
-		dst = appendCapture(dst, &e.Capture)
-	} else {
+	withSimHash := e.Capture.SimHash != 0
+	if withSimHash {
 		dst = append(dst, queueVersion)
-		dst = appendCapture(dst, &e.Capture)
-		dst = binary.BigEndian.AppendUint64(dst, e.Capture.SimHash)
+	} else {
+		dst = append(dst, 1)
 	}
+	dst = appendCapture(dst, &e.Capture, withSimHash)
 	dst = binary.AppendUvarint(dst, uint64(len(e.Records)))
 	for _, l := range e.Records {
 		dst = binary.AppendUvarint(dst, uint64(len(l.Segment)))
@@ -136,15 +135,10 @@ func parseValue(v []byte) (Entry, []string, error) {
 		return Entry{}, nil, errors.New("unknown queue value version")
 	}
 	r := &reader{buf: v[1:]}
-	c := r.capture()
+	c := r.capture(v[0] == queueVersion)
 	var e Entry
 	if c != nil {
 		e.Capture = *c
-	}
-	if v[0] == queueVersion {
-		if sh := r.bytes(8, "SimHash"); sh != nil {
-			e.Capture.SimHash = binary.BigEndian.Uint64(sh)
-		}
 	}
 	n := r.uvarint("record count")
 	if r.err == nil && (n == 0 || n > MaxEntryRecords) {

@@ -92,7 +92,7 @@ func TestHandlerRefuses(t *testing.T) {
 	typeMismatch.Type = warc.TypeRevisit
 	oversize := append([]byte(nil), magic...)
 	oversize = binary.AppendUvarint(oversize, 1)
-	oversize = appendCapture(oversize, &capture)
+	oversize = appendCapture(oversize, &capture, false)
 	oversize = binary.AppendUvarint(oversize, 1)
 	oversize = binary.AppendUvarint(oversize, MaxMemberBytes+1)
 	oversize = append(oversize, good[0]...)
@@ -207,7 +207,7 @@ func TestCodecRoundTrip(t *testing.T) {
 			got.Capture.Segment != e.Capture.Segment || len(got.Records) != len(e.Records) || len(targets) != 2 {
 			t.Errorf("queue value: %+v %v, want %+v", got, targets, e)
 		}
-		capEnd := 1 + len(appendCapture(nil, &e.Capture))
+		capEnd := 1 + len(appendCapture(nil, &e.Capture, false))
 		old := append([]byte{1}, v[1:capEnd]...)
 		old = append(old, v[capEnd+8:]...)
 		got, targets, err = parseValue(old)

@@ -93,14 +93,18 @@ type wireEntry struct {
 }
 
 // appendCapture appends the encoding of c shared by the wire format and
-// the queue.
-func appendCapture(dst []byte, c *index.Capture) []byte {
+// the queue, with its SimHash in their versions that carry one.
+func appendCapture(dst []byte, c *index.Capture, withSimHash bool) []byte {
 	dst = binary.AppendVarint(dst, c.Time.UnixNano())
 	for _, s := range [...]string{c.URLKey, c.URL, c.Type, c.MIME, c.Digest, c.RecordID, c.Redirect} {
 		dst = binary.AppendUvarint(dst, uint64(len(s)))
 		dst = append(dst, s...)
 	}
-	return binary.AppendUvarint(dst, uint64(c.Status))
+	dst = binary.AppendUvarint(dst, uint64(c.Status))
+	if withSimHash {
+		dst = binary.BigEndian.AppendUint64(dst, c.SimHash)
+	}
+	return dst
 }
 
 // carriesSimHash reports whether a batch of entries has a SimHash for the
@@ -121,10 +125,7 @@ func encodeBatch(entries []wireEntry, version byte) (pieces [][]byte, size int) 
 	frame = binary.AppendUvarint(frame, uint64(len(entries)))
 	for i := range entries {
 		e := &entries[i]
-		frame = appendCapture(frame, &e.capture)
-		if withSimHash {
-			frame = binary.BigEndian.AppendUint64(frame, e.capture.SimHash)
-		}
+		frame = appendCapture(frame, &e.capture, withSimHash)
 		frame = binary.AppendUvarint(frame, uint64(len(e.members)))
 		for _, m := range e.members {
 			frame = binary.AppendUvarint(frame, uint64(len(m)))
@@ -211,8 +212,9 @@ func (r *reader) str(what string, limit uint64) string {
 	return string(r.bytes(n, what))
 }
 
-// capture decodes a capture and checks it (see checkCapture).
-func (r *reader) capture() *index.Capture {
+// capture decodes a capture, with its SimHash if withSimHash, and checks
+// it (see checkCapture).
+func (r *reader) capture(withSimHash bool) *index.Capture {
 	c := &index.Capture{Time: time.Unix(0, r.varint("capture time")).UTC()}
 	for _, f := range [...]struct {
 		s    *string
@@ -230,6 +232,13 @@ func (r *reader) capture() *index.Capture {
 		return nil
 	}
 	c.Status = int(status)
+	if withSimHash {
+		if sh := r.bytes(8, "SimHash"); sh != nil {
+			c.SimHash = binary.BigEndian.Uint64(sh)
+		} else {
+			return nil
+		}
+	}
 	if why := checkCapture(c); why != "" {
 		r.fail("%s", why)
 		return nil
@@ -288,12 +297,7 @@ func decodeCopies(body []byte) ([]Copy, error) {
 	}
 	var copies []Copy
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		c := r.capture()
-		if withSimHash {
-			if sh := r.bytes(8, "SimHash"); c != nil && sh != nil {
-				c.SimHash = binary.BigEndian.Uint64(sh)
-			}
-		}
+		c := r.capture(withSimHash)
 		m := r.uvarint("record count")
 		if r.err != nil {
 			return nil, fmt.Errorf("replicate: batch: entry %d: %w", i, r.err)
