@@ -40,6 +40,19 @@ func (e *elsewhere) Record(ctx context.Context, c index.Capture) (*warc.Record, 
 func TestDamagedLargeCaptureIsReadElsewhere(t *testing.T) {
 	video := make([]byte, streamBlock+3<<20)
 	rand.NewChaCha8([32]byte{7}).Read(video)
+	a, c := largeWithGoodCopyElsewhere(t, video)
+	flipMiddleByte(t, a, c)
+	resp, sum, n, err := fetchSum(t, a.content.URL+"/web/20240101120000id_/http://example.com/big.mp4")
+	if err != nil || resp.StatusCode != 200 || sum != sha256.Sum256(video) {
+		t.Errorf("%d, %d bytes (%v): the good copy another node holds was never read", resp.StatusCode, n, err)
+	}
+}
+
+// largeWithGoodCopyElsewhere archives video at http://example.com/big.mp4
+// behind an elsewhere that holds a good copy of its record: damage to this
+// node's copy then shows whether replay finds the other.
+func largeWithGoodCopyElsewhere(t *testing.T, video []byte) (*testArchive, index.Capture) {
+	t.Helper()
 	var via *elsewhere
 	a := newTestArchiveVia(t, []fixture{
 		{url: "http://example.com/big.mp4", at: "20240101120000", header: "Content-Type: video/mp4\r\n", body: string(video)},
@@ -50,11 +63,7 @@ func TestDamagedLargeCaptureIsReadElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	via.good = good
-	flipMiddleByte(t, a, c)
-	resp, sum, n, err := fetchSum(t, a.content.URL+"/web/20240101120000id_/http://example.com/big.mp4")
-	if err != nil || resp.StatusCode != 200 || sum != sha256.Sum256(video) {
-		t.Errorf("%d, %d bytes (%v): the good copy another node holds was never read", resp.StatusCode, n, err)
-	}
+	return a, c
 }
 
 // heldElsewhere stands for archive.Network for captures another node holds:
@@ -143,16 +152,7 @@ func TestDamagedHeaderOfLargeCaptureIsReadElsewhere(t *testing.T) {
 			video[i] = 'n'
 		}
 	}
-	var via *elsewhere
-	a := newTestArchiveVia(t, []fixture{
-		{url: "http://example.com/big.mp4", at: "20240101120000", header: "Content-Type: video/mp4\r\n", body: string(video)},
-	}, func(l *archive.Local) archive.Archive { via = &elsewhere{Local: l}; return via })
-	c := a.caps["http://example.com/big.mp4 20240101120000"]
-	good, err := a.local.Record(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	via.good = good
+	a, c := largeWithGoodCopyElsewhere(t, video)
 	path := filepath.Join(a.dir, c.Segment)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
