@@ -26,14 +26,14 @@ func TestDamagedRecordIsReadElsewhereAndRepaired(t *testing.T) {
 		return true, nil
 	})
 	if err != nil || found.RecordID == "" {
-		t.Fatalf("capture not found through n2: %v", err)
+		t.Fatalf("capture not found through %s: %v", nodes[1].name, err)
 	}
 	if _, err := nodes[1].arc.Record(context.Background(), found); err != nil {
-		t.Errorf("replaying %s through n2 failed although n2 and n3 hold good copies: %v", victim.URL, err)
+		t.Errorf("replaying %s through %s failed although it and %s hold good copies: %v", victim.URL, nodes[1].name, nodes[2].name, err)
 	}
 	// Read through the owner itself: it finds its copy damaged.
 	if _, err := nodes[0].arc.Record(context.Background(), victim); err != nil {
-		t.Errorf("replaying %s through n1, whose copy is damaged: %v", victim.URL, err)
+		t.Errorf("replaying %s through %s, whose copy is damaged: %v", victim.URL, nodes[0].name, err)
 	}
 	waitRepaired(t, nodes[0], victim)
 }
@@ -57,14 +57,16 @@ func damagedOnOwner(t *testing.T, scrubRate int64) ([]*testNode, index.Capture) 
 	nodes[0].stop(t)
 	flipBytes(t, nodes[0].data, victim)
 	cfgs[0].ScrubRate = scrubRate
-	nodes[0] = start(t, "n1", cfgs[0])
+	nodes[0] = start(t, nodes[0].name, cfgs[0])
 	waitMembers(t, 3, nodes...)
 	return nodes, victim
 }
 
 // crawledWithVictim crawls websim with a network of three configured by
 // opts, each capture on all three, and returns a response capture of a
-// site the first node owns, as it indexes it.
+// site the first node owns, as it indexes it. Node IDs are random, so the
+// node that owns the victim's site is moved to the front of nodes and
+// cfgs: any of the three may be the one that owns no site at all.
 func crawledWithVictim(t *testing.T, opts ...func(*Config)) ([]*testNode, []Config, index.Capture) {
 	t.Helper()
 	web, srv := startWeb(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
@@ -75,18 +77,31 @@ func crawledWithVictim(t *testing.T, opts ...func(*Config)) ([]*testNode, []Conf
 	waitQuiet(t, nodes...)
 	waitCopies(t, 3, nodes...)
 	var victim index.Capture
+	owner := -1
 	err := nodes[0].local.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
+		if c.Length <= 600 || c.MIME != "text/html" {
+			return true, nil
+		}
 		id, _, ok := nodes[0].owner(urlkey.SiteOfKey(c.URLKey))
-		if ok && id == nodes[0].ID() && c.Length > 600 && c.MIME == "text/html" {
-			victim = c
-			return false, nil
+		for i, n := range nodes {
+			if ok && id == n.ID() {
+				victim, owner = c, i
+				return false, nil
+			}
 		}
 		return true, nil
 	})
-	if err != nil || victim.RecordID == "" {
-		t.Fatalf("no capture owned by n1: %v", err)
+	if err != nil || owner < 0 {
+		t.Fatalf("no HTML capture of more than 600 bytes owned by a node: %v", err)
 	}
-	return nodes, cfgs, victim
+	nodes[0], nodes[owner] = nodes[owner], nodes[0]
+	cfgs[0], cfgs[owner] = cfgs[owner], cfgs[0]
+	// Each node indexes the capture at its own place: return the owner's.
+	cur, ok, err := index.Lookup(nodes[0].db, victim.URLKey, victim.Time)
+	if err != nil || !ok || cur.RecordID != victim.RecordID {
+		t.Fatalf("%s, the owner, lacks %s: %v %v", nodes[0].name, victim.URL, ok, err)
+	}
+	return nodes, cfgs, cur
 }
 
 // waitRepaired waits until n's index holds victim at a new place, whose

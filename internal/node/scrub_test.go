@@ -36,7 +36,7 @@ func flipBytes(t *testing.T, data string, c index.Capture) {
 // backup). Another copy is read, not only listed, before one is dropped.
 func TestScrubKeepsCaptureWhoseOtherCopiesAreDamaged(t *testing.T) {
 	nodes, cfgs, victim := crawledWithVictim(t, func(c *Config) { c.ScrubRate = -1 })
-	// The copies on n2 and n3 rot too (their scrubs are off, and no one reads).
+	// The copies on the other two nodes rot too (their scrubs are off, and no one reads).
 	for _, n := range nodes[1:] {
 		cp, ok, err := index.Lookup(n.db, victim.URLKey, victim.Time)
 		if err != nil || !ok || cp.RecordID != victim.RecordID {
@@ -50,7 +50,7 @@ func TestScrubKeepsCaptureWhoseOtherCopiesAreDamaged(t *testing.T) {
 	nodes[0].stop(t)
 	flipBytes(t, nodes[0].data, victim)
 	cfgs[0].ScrubRate = 0 // default: scrub
-	nodes[0] = start(t, "n1", cfgs[0])
+	nodes[0] = start(t, nodes[0].name, cfgs[0])
 	waitMembers(t, 3, nodes...)
 
 	deadline := time.Now().Add(20 * time.Second)
@@ -64,7 +64,7 @@ func TestScrubKeepsCaptureWhoseOtherCopiesAreDamaged(t *testing.T) {
 		t.Fatalf("scrub found nothing: %+v", st)
 	}
 	if st.Unrepairable == 0 || !ok {
-		t.Errorf("no good copy exists anywhere, yet the scrub counted it repairable (%+v) and n1's index holds it: %v", st, ok)
+		t.Errorf("no good copy exists anywhere, yet the scrub counted it repairable (%+v) and %s's index holds it: %v", st, nodes[0].name, ok)
 	}
 }
 
@@ -81,7 +81,7 @@ func TestScrubDoesNotCallUnaskedCopiesUnrepairable(t *testing.T) {
 		t.Fatalf("scrub found nothing: %+v", st)
 	}
 	if st.Unrepairable != 0 {
-		t.Errorf("n2 and n3 hold good copies of %s (only stopped), yet the scrub counted it unrepairable: %+v", victim.URL, st)
+		t.Errorf("%s and %s hold good copies of %s (only stopped), yet the scrub counted it unrepairable: %+v", nodes[1].name, nodes[2].name, victim.URL, st)
 	}
 }
 
@@ -93,6 +93,6 @@ func damagedOnOwnerOthersDown(t *testing.T) ([]*testNode, index.Capture) {
 	}
 	flipBytes(t, nodes[0].data, victim)
 	cfgs[0].ScrubRate = 0
-	nodes[0] = start(t, "n1", cfgs[0])
+	nodes[0] = start(t, nodes[0].name, cfgs[0])
 	return nodes, victim
 }
