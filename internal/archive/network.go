@@ -425,22 +425,11 @@ func (n *Network) OpenBlock(ctx context.Context, c index.Capture) (*warc.Block, 
 	if err != nil {
 		return nil, err
 	}
-	// As Record has it: one gzip member (whose CRC-32 is then checked as
-	// well as the digest) of the length declared.
-	var magic [2]byte
 	if resp.ContentLength != c.Length {
 		resp.Body.Close()
 		return nil, n.failed(ctx, node.ID, fmt.Errorf("record answer of undeclared length, want %d bytes", c.Length))
 	}
-	if _, err := io.ReadFull(resp.Body, magic[:]); err != nil || magic != [2]byte{0x1f, 0x8b} {
-		resp.Body.Close()
-		return nil, n.failed(ctx, node.ID, errors.New("record is not a gzip member"))
-	}
-	body := struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(magic[:]), io.LimitReader(resp.Body, c.Length-2)), resp.Body}
-	b, err := warc.ReadBlock(body, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+	b, err := memberBlock(io.LimitReader(resp.Body, c.Length), resp.Body, c)
 	if err != nil {
 		return nil, n.failed(ctx, node.ID, err)
 	}

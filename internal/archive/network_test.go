@@ -897,16 +897,25 @@ func TestUntrustedPeer(t *testing.T) {
 			w.Write(b)
 		}
 	}
-	// A record too large to read whole is read as a stream (OpenBlock), and
-	// checked as it is read: opening it, or reading it to its end with
-	// Check, fails for every answer Record refuses.
+	// A record too large to read whole is read as a stream (OpenBlock), or
+	// copied as it is read (CopyMember, for an export), and checked as it
+	// is read: opening it, or reading it to its end with Check, and
+	// copying it fail for every answer Record refuses.
+	var copied bytes.Buffer
 	streamed := func(c index.Capture) error {
 		b, err := net.OpenBlock(ctx, c)
 		if err != nil {
 			return err
 		}
 		defer b.Close()
-		_, err = b.Check()
+		if _, err = b.Check(); err != nil {
+			return err
+		}
+		copied.Reset()
+		h, start, err := net.CopyMember(ctx, c, &copied, 0)
+		if err == nil && (h.Get("WARC-Record-ID") != b.Header.Get("WARC-Record-ID") || len(start) != 0) {
+			t.Errorf("CopyMember of %s: header of record %s, %d bytes of block start", c.URL, h.Get("WARC-Record-ID"), len(start))
+		}
 		return err
 	}
 	serve(bytesAnswer(member))
@@ -918,6 +927,21 @@ func TestUntrustedPeer(t *testing.T) {
 	sameRecord(t, rec, own)
 	if err := streamed(c); err != nil {
 		t.Fatalf("honest record, streamed: %v", err)
+	}
+	if !bytes.Equal(copied.Bytes(), member) {
+		t.Errorf("CopyMember wrote %d bytes, not the %d of the member", copied.Len(), len(member))
+	}
+	// CopyMember of this node's own copy, the start of its block too.
+	copied.Reset()
+	ownCap := src[0]
+	ownCap.Node = ""
+	h, start, err := cl.nodes[1].local.CopyMember(ctx, ownCap, &copied, 10)
+	if own0, _, _ := cl.nodes[1].local.Member(ctx, ownCap); err != nil || !bytes.Equal(copied.Bytes(), own0) || h.Get("WARC-Record-ID") != own.ID() || !bytes.Equal(start, own.Block[:10]) {
+		t.Errorf("Local.CopyMember: %d bytes, record %s, start %q, %v; want the member of %s", copied.Len(), h.Get("WARC-Record-ID"), start, err, own.ID())
+	}
+	// A failure to write is this side's, not the peer's.
+	if _, _, err := net.CopyMember(ctx, c, failingWriter{}, 0); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Errorf("CopyMember to a writer that fails: %v; want an error not blaming the peer", err)
 	}
 
 	// The same record with a byte of its block changed, in a sound gzip member.
@@ -943,6 +967,9 @@ func TestUntrustedPeer(t *testing.T) {
 	if err := streamed(dc); !errors.Is(err, warc.ErrDigestMismatch) {
 		t.Errorf("record with a damaged block, streamed: %v", err)
 	}
+	if _, _, err := net.CopyMember(ctx, dc, io.Discard, 0); !errors.Is(err, ErrUnavailable) || !errors.Is(err, warc.ErrDigestMismatch) {
+		t.Errorf("record with a damaged block, copied: %v", err)
+	}
 	flipped := bytes.Clone(member)
 	flipped[len(flipped)-6] ^= 0xff // in the CRC-32 trailer
 	for name, tc := range map[string]struct {
@@ -961,6 +988,9 @@ func TestUntrustedPeer(t *testing.T) {
 		}
 		if err := streamed(tc.c); err == nil {
 			t.Errorf("record answer %s, streamed: no error", name)
+		}
+		if _, _, err := net.CopyMember(ctx, tc.c, io.Discard, 0); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("record answer %s, copied: %v", name, err)
 		}
 	}
 	for _, length := range []int64{0, -1, MaxRecordBytes + 1} {
@@ -1318,8 +1348,14 @@ func TestStreamRefusesWhatRecordRefuses(t *testing.T) {
 		} else {
 			serr = err
 		}
-		if rerr == nil || serr == nil {
-			t.Errorf("%s: Record: %v; OpenBlock and Block.Record: %v; want both refused", name, rerr, serr)
+		_, _, cerr := net.CopyMember(ctx, cc, io.Discard, 0)
+		if rerr == nil || serr == nil || cerr == nil {
+			t.Errorf("%s: Record: %v; OpenBlock and Block.Record: %v; CopyMember: %v; want all refused", name, rerr, serr, cerr)
 		}
 	}
 }
+
+// failingWriter fails every write, as a full disk does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }

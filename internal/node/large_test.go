@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -22,6 +24,8 @@ import (
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/replay"
 	"github.com/waggle-archive/waggle/internal/replicate"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/wacz"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
@@ -144,6 +148,38 @@ func TestLargeCaptureReplicatedAndHandedOver(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusPartialContent || !bytes.Equal(tail, video[from:]) {
 		t.Errorf("range from %d of the film held elsewhere: %d, %d bytes (%v)", from, resp.StatusCode, len(tail), err)
 	}
+
+	// A WACZ exported through the node without a copy: each large record
+	// is copied from a holder through a temporary file as it is checked,
+	// never held in memory.
+	out := filepath.Join(t.TempDir(), "site.wacz")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	st, err := Export(context.Background(), other.data, wacz.Selection{Host: urlkey.Host(web.URL)}, f)
+	runtime.ReadMemStats(&after)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || st.Unreadable != 0 || st.Captures < len(files)+1 {
+		t.Fatalf("export through %s: %+v, %v; want the page and its %d files, all readable", other.name, st, err, len(files))
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(len(video))/4 {
+		t.Errorf("exporting the film (%d bytes) held on another node allocated %d bytes: it was read whole", len(video), alloc)
+	} else {
+		t.Logf("export of the site through a node holding none of its large records: %d bytes allocated", alloc)
+	}
+	zr, err := wacz.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := zr.Verify(context.Background()); err != nil {
+		t.Errorf("the exported WACZ does not verify: %v", err)
+	}
+	zr.Close()
 
 	// One holder leaves: the third node must get the film from it.
 	leaving := holders[0]

@@ -26,9 +26,12 @@ import (
 // or archive.Network for a whole network, through one of its nodes.
 type Archive interface {
 	archive.Archive
-	// Member returns the gzip member holding c's record, checked to read
-	// back as c's record, and that record.
-	Member(ctx context.Context, c index.Capture) ([]byte, *warc.Record, error)
+	// CopyMember writes the gzip member holding c's record to w as it
+	// reads it, checking that it reads back as c's record (block digest
+	// included), and returns the record's header and the first head bytes
+	// of its block. The block is never held whole: a member that inflates
+	// to far more than its size costs no more memory than the member.
+	CopyMember(ctx context.Context, c index.Capture, w io.Writer, head int) (warc.Header, []byte, error)
 	// Companions returns the records written with c (its request and
 	// metadata records) as gzip members.
 	Companions(ctx context.Context, c index.Capture) ([][]byte, error)
@@ -41,9 +44,19 @@ type Archive interface {
 type Source struct {
 	Archive Archive
 	// TempDir holds the CDXJ and page lists while the WARC file is written
-	// (they are small next to it). Default os.TempDir().
+	// (they are small next to it), and the records too large to hold.
+	// Default os.TempDir().
 	TempDir string
+	// MaxHeld is the size of the largest gzip member read into memory
+	// until the WARC file's writer takes it; a larger one is copied into a
+	// temporary file in TempDir as it is checked, and from there into the
+	// WARC file. Default DefaultMaxHeld.
+	MaxHeld int64
 }
+
+// DefaultMaxHeld is Source.MaxHeld's default: members up to 16 MiB (most
+// pages, images and scripts) wait in memory.
+const DefaultMaxHeld = 16 << 20
 
 // Stats say what an export wrote.
 type Stats struct {
@@ -97,9 +110,10 @@ var ErrUnreadable = errors.New("wacz: no capture could be read")
 // are deflated.
 //
 // Records are read several captures ahead of the writer (at most
-// prefetchBytes of them, or one larger record), and the index and page
-// lists wait in temporary files: memory grows only with the number of
-// payload records added for revisits.
+// prefetchBytes of them, or one larger record), records over
+// Source.MaxHeld and the index and page lists wait in temporary files:
+// memory grows only with the number of payload records added for
+// revisits.
 func Export(ctx context.Context, w io.Writer, src Source, sel Selection) (Stats, error) {
 	m, err := sel.matcher()
 	if err != nil {
@@ -355,7 +369,15 @@ func (e *exporter) copyCapture(f *fetched) (index.Capture, error) {
 		tally(&e.stats.Incomplete, &e.stats.FirstIncomplete, f.c, f.companionsErr)
 	}
 	off := e.out.n
-	for _, m := range append([][]byte{f.member}, f.companions...) {
+	if f.spool != nil {
+		if _, err := io.Copy(e.out, io.NewSectionReader(f.spool, 0, f.c.Length)); err != nil {
+			return index.Capture{}, fmt.Errorf("wacz: %w", err)
+		}
+	} else if _, err := e.out.Write(f.member); err != nil {
+		return index.Capture{}, fmt.Errorf("wacz: %w", err)
+	}
+	e.stats.Records++
+	for _, m := range f.companions {
 		if _, err := e.out.Write(m); err != nil {
 			return index.Capture{}, fmt.Errorf("wacz: %w", err)
 		}

@@ -116,6 +116,37 @@ func allCaptures(t *testing.T, data string) []index.Capture {
 
 func export(t *testing.T, data string, sel wacz.Selection) (string, wacz.Stats) {
 	t.Helper()
+	return exportHeld(t, data, sel, 0)
+}
+
+// holdModes are the two places an export keeps a record's member until
+// the WARC file's writer takes it: memory, and, past Source.MaxHeld (here
+// 1 byte: every record), a temporary file.
+var holdModes = []struct {
+	name    string
+	maxHeld int64
+}{{"held", 0}, {"spooled", 1}}
+
+// spoolCheck is an archive that fails the test unless every member is
+// copied into a file (spooled) or none is.
+type spoolCheck struct {
+	wacz.Archive
+	t       *testing.T
+	spooled bool
+}
+
+func (a spoolCheck) CopyMember(ctx context.Context, c index.Capture, w io.Writer, head int) (warc.Header, []byte, error) {
+	if _, toFile := w.(*os.File); toFile != a.spooled {
+		a.t.Errorf("the member of %d bytes copied into a %T; want it spooled to a file: %v", c.Length, w, a.spooled)
+	}
+	return a.Archive.CopyMember(ctx, c, w, head)
+}
+
+// exportHeld is export with Source.MaxHeld set to maxHeld, checking that
+// with 1 every member is spooled to a file, and with 0 none of the test
+// archive's is.
+func exportHeld(t *testing.T, data string, sel wacz.Selection, maxHeld int64) (string, wacz.Stats) {
+	t.Helper()
 	db, err := crawl.OpenDB(data)
 	if err != nil {
 		t.Fatal(err)
@@ -127,9 +158,14 @@ func export(t *testing.T, data string, sel wacz.Selection) (string, wacz.Stats) 
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s, err := wacz.Export(context.Background(), f, wacz.Source{Archive: archive.NewLocal(index.New(db), filepath.Join(data, "warc")), TempDir: t.TempDir()}, sel)
+	src := spoolCheck{archive.NewLocal(index.New(db), filepath.Join(data, "warc")), t, maxHeld == 1}
+	tmp := t.TempDir()
+	s, err := wacz.Export(context.Background(), f, wacz.Source{Archive: src, TempDir: tmp, MaxHeld: maxHeld}, sel)
 	if err != nil {
 		t.Fatalf("export %+v: %v", sel, err)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("the export left %d temporary files behind", len(left))
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
@@ -348,9 +384,15 @@ func isHTMLPage(c index.Capture) bool {
 }
 
 func TestExportEverything(t *testing.T) {
+	for _, mode := range holdModes {
+		t.Run(mode.name, func(t *testing.T) { testExportEverything(t, mode.maxHeld) })
+	}
+}
+
+func testExportEverything(t *testing.T, maxHeld int64) {
 	data := fixture(t)
 	caps := allCaptures(t, data)
-	path, s := export(t, data, wacz.Selection{})
+	path, s := exportHeld(t, data, wacz.Selection{}, maxHeld)
 	c := checkWACZ(t, path, s)
 
 	if s.Captures != len(caps) || s.Originals != 0 || s.Missing != 0 {
@@ -395,6 +437,12 @@ func TestExportEverything(t *testing.T) {
 // A record damaged on disk is left out of an export, counted and named;
 // every other capture is still exported.
 func TestExportLeavesOutDamagedRecords(t *testing.T) {
+	for _, mode := range holdModes {
+		t.Run(mode.name, func(t *testing.T) { testExportLeavesOutDamagedRecords(t, mode.maxHeld) })
+	}
+}
+
+func testExportLeavesOutDamagedRecords(t *testing.T, maxHeld int64) {
 	data := t.TempDir()
 	if err := os.CopyFS(data, os.DirFS(fixture(t))); err != nil {
 		t.Fatal(err)
@@ -424,7 +472,7 @@ func TestExportLeavesOutDamagedRecords(t *testing.T) {
 	}
 	f.Close()
 
-	path, s := export(t, data, wacz.Selection{})
+	path, s := exportHeld(t, data, wacz.Selection{}, maxHeld)
 	c := checkWACZ(t, path, s)
 	if s.Unreadable != 1 || s.Captures != len(caps)-1 {
 		t.Errorf("stats %+v for %d captures, one damaged: want it alone left out", s, len(caps))
@@ -820,7 +868,7 @@ type failing struct {
 	wacz.Archive
 	member, companions error
 	cancel             func()
-	panics             bool // Member panics
+	panics             bool // CopyMember panics
 	rangePanics        bool // Range panics after its first capture
 	unasked            error
 }
@@ -840,14 +888,14 @@ func (a failing) Range(ctx context.Context, lo, hi string, reverse bool, fn func
 	return &archive.PartialError{Failed: []error{a.unasked}}
 }
 
-func (a failing) Member(ctx context.Context, c index.Capture) ([]byte, *warc.Record, error) {
+func (a failing) CopyMember(ctx context.Context, c index.Capture, w io.Writer, head int) (warc.Header, []byte, error) {
 	if a.panics {
 		panic("a bug in reading a record")
 	}
 	if a.member != nil {
-		return nil, nil, a.member
+		return warc.Header{}, nil, a.member
 	}
-	return a.Archive.Member(ctx, c)
+	return a.Archive.CopyMember(ctx, c, w, head)
 }
 
 func (a failing) Companions(ctx context.Context, c index.Capture) ([][]byte, error) {
@@ -881,9 +929,11 @@ func TestExportSaysWhatItCouldNotRead(t *testing.T) {
 		t.Errorf("companions failing: %+v, %v; want every capture written and counted incomplete", s, err)
 	}
 
-	s, err = wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, member: gone}, TempDir: t.TempDir()}, sel)
-	if !errors.Is(err, wacz.ErrUnreadable) || errors.Is(err, wacz.ErrNoCaptures) || !strings.Contains(err.Error(), gone.Error()) || s.Unreadable == 0 {
-		t.Errorf("no record readable: %+v, %v", s, err)
+	for _, mode := range holdModes {
+		s, err = wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, member: gone}, TempDir: t.TempDir(), MaxHeld: mode.maxHeld}, sel)
+		if !errors.Is(err, wacz.ErrUnreadable) || errors.Is(err, wacz.ErrNoCaptures) || !strings.Contains(err.Error(), gone.Error()) || s.Unreadable == 0 {
+			t.Errorf("%s: no record readable: %+v, %v", mode.name, s, err)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -911,7 +961,9 @@ func TestExportSaysWhatItCouldNotRead(t *testing.T) {
 	}
 
 	// A panic in a reader goroutine would take a serving node down with it.
-	if s, err := wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, panics: true}, TempDir: t.TempDir()}, sel); err == nil || errors.Is(err, wacz.ErrUnreadable) || !strings.Contains(err.Error(), "a bug in reading a record") {
-		t.Errorf("a reader that panics: %+v, %v; want the panic as an error", s, err)
+	for _, mode := range holdModes {
+		if s, err := wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, panics: true}, TempDir: t.TempDir(), MaxHeld: mode.maxHeld}, sel); err == nil || errors.Is(err, wacz.ErrUnreadable) || !strings.Contains(err.Error(), "a bug in reading a record") {
+			t.Errorf("%s: a reader that panics: %+v, %v; want the panic as an error", mode.name, s, err)
+		}
 	}
 }

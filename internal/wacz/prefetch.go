@@ -1,9 +1,12 @@
 package wacz
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"runtime/debug"
 	"sync"
 
@@ -26,6 +29,7 @@ type fetched struct {
 	c          index.Capture
 	selected   bool // in the selection, not an original a revisit needs
 	member     []byte
+	spool      *os.File // holds the member instead, when it is over MaxHeld
 	companions [][]byte
 	err        error // member could not be read
 	// companionsErr says why its request and metadata records could not be.
@@ -70,6 +74,7 @@ func (e *exporter) prefetch(feed func(yield func(c index.Capture, selected bool)
 					cancel()
 				}
 			}
+			f.closeSpool()
 			b.release(f.c.Length)
 		}
 		written <- err
@@ -118,12 +123,34 @@ func safely(fn func() error) (err error) {
 
 // read reads f's records and, for a selected capture, what its index and
 // page lines need — a revisit's original, a page's title — from the record
-// as its member was checked, which is then let go: only the member waits
-// for the writer.
+// as its member is checked: only the member waits for the writer, in memory
+// or, past MaxHeld, in a temporary file.
 func (e *exporter) read(ctx context.Context, f *fetched) {
-	var rec *warc.Record
-	if f.member, rec, f.err = e.src.Archive.Member(ctx, f.c); f.err != nil {
+	var (
+		dst  io.Writer
+		held *bytes.Buffer
+	)
+	if f.c.Length > e.maxHeld() {
+		if f.spool, f.err = e.tempFile("record"); f.err != nil {
+			return
+		}
+		dst = f.spool
+	} else {
+		held = bytes.NewBuffer(make([]byte, 0, max(f.c.Length, 0)))
+		dst = held
+	}
+	head := 0
+	if f.selected && isPage(f.c) && f.c.Type == warc.TypeResponse {
+		head = maxTitleScan
+	}
+	h, block, err := e.src.Archive.CopyMember(ctx, f.c, dst, head)
+	if err != nil {
+		f.closeSpool()
+		f.err = err
 		return
+	}
+	if held != nil {
+		f.member = held.Bytes()
 	}
 	// Without them the capture still goes, as the record that matters.
 	if f.companions, f.companionsErr = e.src.Archive.Companions(ctx, f.c); ctx.Err() != nil {
@@ -134,10 +161,26 @@ func (e *exporter) read(ctx context.Context, f *fetched) {
 		return
 	}
 	if f.c.Type == warc.TypeRevisit {
-		e.resolve(ctx, f, rec.Header)
+		e.resolve(ctx, f, h)
 	}
-	if isPage(f.c) && f.c.Type == warc.TypeResponse {
-		f.title = title(rec.Block)
+	if head > 0 {
+		f.title = title(block)
+	}
+}
+
+func (e *exporter) maxHeld() int64 {
+	if e.src.MaxHeld > 0 {
+		return e.src.MaxHeld
+	}
+	return DefaultMaxHeld
+}
+
+// closeSpool lets go of f's temporary file, if it has one.
+func (f *fetched) closeSpool() {
+	if f.spool != nil {
+		f.spool.Close()
+		os.Remove(f.spool.Name()) // where tempFile could not, the file being open
+		f.spool = nil
 	}
 }
 

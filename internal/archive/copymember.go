@@ -1,0 +1,144 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// CopyMember is Member for a record too large to hold: it writes the gzip
+// member holding c's record to w as it reads it, byte for byte, checking
+// it as Member does (one gzip member of c.Length bytes holding one record,
+// c's, whose block digest verifies), and returns the record's header and
+// the first head bytes of its block. When it fails, w may have been given
+// part of the member: the caller keeps w's bytes apart until it succeeds.
+func (l *Local) CopyMember(_ context.Context, c index.Capture, w io.Writer, head int) (warc.Header, []byte, error) {
+	if c.Length <= 0 || c.Offset < 0 {
+		return warc.Header{}, nil, fmt.Errorf("archive: record of %.200q: no location", c.URLKey)
+	}
+	f, size, err := l.openSegment(c.Segment)
+	if err != nil {
+		return warc.Header{}, nil, err
+	}
+	if c.Offset > size || c.Length > size-c.Offset {
+		f.Close()
+		return warc.Header{}, nil, fmt.Errorf("archive: record of %.200q at %d+%d runs past the end of %s (%d bytes)", c.URLKey, c.Offset, c.Length, c.Segment, size)
+	}
+	h, start, err := copyMember(io.NewSectionReader(f, c.Offset, c.Length), f, c, w, head)
+	if err != nil {
+		return warc.Header{}, nil, fmt.Errorf("archive: %w", err)
+	}
+	return h, start, nil
+}
+
+// CopyMember is Local.CopyMember for a record on this node or on the node
+// c came from, whose answer is checked and written to w as it arrives.
+func (n *Network) CopyMember(ctx context.Context, c index.Capture, w io.Writer, head int) (warc.Header, []byte, error) {
+	if c.Node == "" || c.Node == n.self {
+		return n.local.CopyMember(ctx, c, w, head)
+	}
+	resp, node, err := n.askRecord(ctx, c)
+	if err != nil {
+		return warc.Header{}, nil, err
+	}
+	if resp.ContentLength != c.Length {
+		resp.Body.Close()
+		return warc.Header{}, nil, n.failed(ctx, node.ID, fmt.Errorf("record answer of undeclared length, want %d bytes", c.Length))
+	}
+	h, start, err := copyMember(io.LimitReader(resp.Body, c.Length), resp.Body, c, w, head)
+	var werr *writeError
+	switch {
+	case errors.As(err, &werr):
+		return warc.Header{}, nil, fmt.Errorf("archive: %w", err) // this side's failure, not the peer's
+	case errors.Is(err, warc.ErrDigestMismatch), errors.Is(err, errWrongRecord):
+		return warc.Header{}, nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, node.ID, err)
+	case err != nil:
+		return warc.Header{}, nil, n.failed(ctx, node.ID, err)
+	}
+	return h, start, nil
+}
+
+// errWrongRecord reports a member that holds a record other than the
+// capture's.
+var errWrongRecord = errors.New("another record")
+
+// writeError is a failure to write to CopyMember's w, told apart from the
+// source's failures.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return "writing the member out: " + e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// countingWriter passes bytes on to w, counting them, and keeps its error
+// as a writeError.
+type countingWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (cw *countingWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.n += int64(n)
+	if err != nil && cw.err == nil {
+		cw.err = &writeError{err}
+	}
+	return n, cw.err
+}
+
+// copyMember reads the gzip member raw gives (at most c.Length bytes;
+// src closes what it reads from), writing its bytes to w as they are read,
+// and checks it.
+func copyMember(raw io.Reader, src io.Closer, c index.Capture, w io.Writer, head int) (warc.Header, []byte, error) {
+	out := &countingWriter{w: w}
+	b, err := memberBlock(io.TeeReader(raw, out), src, c)
+	if err != nil {
+		return warc.Header{}, nil, firstOf(out.err, err)
+	}
+	defer b.Close()
+	if id := b.Header.Get("WARC-Record-ID"); c.RecordID != "" && id != c.RecordID {
+		return warc.Header{}, nil, fmt.Errorf("%w: %s at %d holds record %.100s, not %s", errWrongRecord, c.Segment, c.Offset, id, c.RecordID)
+	}
+	start, err := io.ReadAll(io.LimitReader(b, int64(max(head, 0))))
+	if err == nil {
+		_, err = b.Check()
+	}
+	if err != nil {
+		return warc.Header{}, nil, firstOf(out.err, err)
+	}
+	// Check saw the member end with the bytes read: all of them are out.
+	if out.n != c.Length {
+		return warc.Header{}, nil, fmt.Errorf("record of %d bytes, want %d", out.n, c.Length)
+	}
+	return b.Header, start, nil
+}
+
+// firstOf returns the write error, which a read error then only reports
+// again, if there was one.
+func firstOf(writeErr, err error) error {
+	if writeErr != nil {
+		return writeErr
+	}
+	return err
+}
+
+// memberBlock opens the block of the record whose gzip member r gives, as
+// Record has it: one gzip member, whose CRC-32 is then checked as well as
+// the block's digest. Closing the block closes src.
+func memberBlock(r io.Reader, src io.Closer, c index.Capture) (*warc.Block, error) {
+	var magic [2]byte
+	if _, err := io.ReadFull(r, magic[:]); err != nil || magic != [2]byte{0x1f, 0x8b} {
+		src.Close()
+		return nil, errors.New("record is not a gzip member")
+	}
+	body := struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(magic[:]), r), src}
+	return warc.ReadBlock(body, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+}
