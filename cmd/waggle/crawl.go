@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"time"
 
@@ -124,6 +126,16 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := finishCrawlFlags(&cfg, *scope, *delay); err != nil {
 		return err
+	}
+	// A mistyped --data would otherwise start an empty archive, crawl
+	// nothing and succeed: a daily --recrawl from cron would never say so.
+	if _, err := os.Stat(filepath.Join(cfg.Data, "db")); errors.Is(err, os.ErrNotExist) {
+		switch {
+		case cfg.Recrawl || cfg.RecrawlAll:
+			return fmt.Errorf("no archive at %s to re-crawl (a first crawl takes seeds)", cfg.Data)
+		case len(seeds) == 0:
+			return fmt.Errorf("%w: no seeds, and no archive at %s to go on with", errUsage, cfg.Data)
+		}
 	}
 	cfg.Seeds = seeds
 	level := slog.LevelError

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -205,6 +206,7 @@ func TestUsageErrors(t *testing.T) {
 		{"crawl", "--retries", "11", "http://example.com/"},
 		{"crawl", "--retry-wait", "0s", "http://example.com/"},
 		{"node", "--workers", "0", "--data", t.TempDir()},
+		{"crawl", "--data", filepath.Join(t.TempDir(), "typo")}, // no seeds, no archive to go on with
 		{"index"},
 	} {
 		var out, errs bytes.Buffer
@@ -215,6 +217,19 @@ func TestUsageErrors(t *testing.T) {
 	var out, errs bytes.Buffer
 	if code := run(context.Background(), []string{"index", "export", "--data", filepath.Join(t.TempDir(), "none")}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "no archive") {
 		t.Errorf("export of a missing archive: exit %d, %q", code, errs.String())
+	}
+	// A re-crawl of a directory that holds no archive (a mistyped path in
+	// a cron job) fails, and makes nothing there.
+	for _, flag := range []string{"--recrawl", "--recrawl-all"} {
+		out.Reset()
+		errs.Reset()
+		missing := filepath.Join(t.TempDir(), "typo")
+		if code := run(context.Background(), []string{"crawl", "--data", missing, flag}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "no archive at "+missing) {
+			t.Errorf("crawl %s of a missing archive: exit %d, %q", flag, code, errs.String())
+		}
+		if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("crawl %s of a missing archive made %s: %v", flag, missing, err)
+		}
 	}
 	// Leaving needs a running node, and announces nothing without one.
 	out.Reset()
