@@ -57,9 +57,43 @@ func TestCalendarBudget(t *testing.T) {
 	if !d.Groups[0].Until.Equal(caps[1199].Time) || !d.Groups[0].Folded[0].Time.Equal(caps[1].Time) {
 		t.Errorf("group until %s, first folded %s", d.Groups[0].Until, d.Groups[0].Folded[0].Time)
 	}
+	if d.Unlisted != 0 {
+		t.Errorf("one group shown, yet %d captures counted unlisted", d.Unlisted)
+	}
 	full := newCalendar("http://example.com/", caps, 2024, false)
 	if len(full.List) != 1000 || !full.List[0].Time.Equal(caps[1199].Time) || full.Groups != nil {
 		t.Errorf("full list: %d rows, first %s", len(full.List), full.List[0].Time)
+	}
+	if full.Unlisted != 200 || !full.UnlistedUntil.Equal(caps[199].Time) {
+		t.Errorf("full list: %d unlisted until %s; want the oldest 200, until %s", full.Unlisted, full.UnlistedUntil, caps[199].Time)
+	}
+
+	// 1,100 captures each unlike the one before (1,100 groups), and 50
+	// near-identical ones before them: the 1,000 newest groups are shown,
+	// the other 100 groups and the 50 folded into the oldest counted.
+	var distinct []index.Capture
+	for i := range 1150 {
+		hash := uint64(h0)
+		if i >= 50 {
+			hash = uint64(i) * 0x9e3779b97f4a7c15 // far apart from one another
+		}
+		distinct = append(distinct, index.Capture{URL: "http://example.com/", Time: start.Add(time.Duration(i) * time.Hour), SimHash: hash})
+	}
+	for _, near := range []bool{true, false} {
+		d := newCalendar("http://example.com/", distinct, 2024, near)
+		shown := len(d.List) + len(d.Groups)
+		if shown != 1000 || d.Unlisted != 150 || !d.UnlistedUntil.Equal(distinct[149].Time) {
+			t.Errorf("near %v: %d rows, %d unlisted until %s; want 1,000 rows and the oldest 150 unlisted, until %s", near, shown, d.Unlisted, d.UnlistedUntil, distinct[149].Time)
+		}
+		// The page says so, and links to them.
+		var b strings.Builder
+		if err := pages.ExecuteTemplate(&b, "calendar", d); err != nil {
+			t.Fatal(err)
+		}
+		link := "/cdx?url=http%3a%2f%2fexample.com%2f&amp;from=2024&amp;to=" + distinct[149].Timestamp14() + "&amp;output=json"
+		if !strings.Contains(b.String(), "150 older captures of 2024 not listed here") || !strings.Contains(b.String(), link) {
+			t.Errorf("near %v: the page does not say that 150 captures are not listed, with a link to %s", near, link)
+		}
 	}
 }
 

@@ -91,6 +91,12 @@ type calendarData struct {
 	Near   bool
 	Groups []nearGroup // newest first
 	Folded int         // captures folded into Groups
+
+	// Unlisted counts the shown year's oldest captures left off a list
+	// longer than maxListed rows (folded into them too, with Near); the
+	// newest of them is at UnlistedUntil. The page links to them in CDX.
+	Unlisted      int
+	UnlistedUntil time.Time
 }
 
 // nearGroup is a capture and the near-duplicates that followed it.
@@ -171,6 +177,13 @@ func newCalendar(u string, caps []index.Capture, year int, near bool) calendarDa
 		d.List = nil
 		slices.Reverse(d.Groups)
 		if len(d.Groups) > maxListed {
+			d.UnlistedUntil = d.Groups[maxListed].Time
+			if g := d.Groups[maxListed]; g.Count > 0 {
+				d.UnlistedUntil = g.Until
+			}
+			for _, g := range d.Groups[maxListed:] {
+				d.Unlisted += 1 + g.Count
+			}
 			d.Groups = d.Groups[:maxListed]
 		}
 		budget := maxListed - len(d.Groups)
@@ -183,6 +196,7 @@ func newCalendar(u string, caps []index.Capture, year int, near bool) calendarDa
 	}
 	slices.Reverse(d.List)
 	if len(d.List) > maxListed {
+		d.Unlisted, d.UnlistedUntil = len(d.List)-maxListed, d.List[maxListed].Time
 		d.List = d.List[:maxListed]
 	}
 	for m := time.January; m <= time.December; m++ {
