@@ -1,6 +1,8 @@
 package main
 
 import (
+	"archive/zip"
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -283,6 +285,8 @@ func TestRecrawlCommand(t *testing.T) {
 			t.Fatalf("%v: exit %d", args, code)
 		}
 	}
+	checkRecrawlPages(t, wacz)
+
 	fromImport := crawl(imported, "--recrawl")
 	if q := fromImport["revisits_queued"].(float64); q == 0 || q > again["revisits_queued"].(float64)*2 {
 		t.Errorf("a re-crawl of the imported archive queued %v URLs (the archive's own re-crawl %v)", q, again["revisits_queued"])
@@ -384,5 +388,47 @@ func TestIndexVerify(t *testing.T) {
 	code := run(context.Background(), []string{"index", "verify", "--data", data}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stdout.String(), "damaged: "+victim.url) || strings.Count(stdout.String(), "\n") != 1 {
 		t.Errorf("one record damaged: exit %d, stdout %q, stderr %q; want exit 1 and %s named", code, stdout.String(), stderr.String(), victim.url)
+	}
+}
+
+// checkRecrawlPages checks the page list of a WACZ of an archive crawled
+// twice, the web unchanged: every page of the first crawl is listed again
+// at its revisit (a 304 or an unchanged payload, stored as a revisit
+// record), with the same title, read from the record it refers to.
+func checkRecrawlPages(t *testing.T, path string) {
+	t.Helper()
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	f, err := zr.Open("pages/pages.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	type listing struct{ ts, title string }
+	byURL := map[string][]listing{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var p struct{ URL, TS, Title string }
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			t.Fatalf("pages line %q: %v", sc.Text(), err)
+		}
+		if p.URL != "" {
+			byURL[p.URL] = append(byURL[p.URL], listing{p.TS, p.Title})
+		}
+	}
+	titled := 0
+	for u, ls := range byURL {
+		if len(ls) != 2 || ls[0].title != ls[1].title {
+			t.Errorf("%s is listed as a page %v; want once per crawl, with one title", u, ls)
+		}
+		if ls[0].title != "" {
+			titled++
+		}
+	}
+	if len(byURL) == 0 || titled == 0 {
+		t.Errorf("%d pages listed, %d with a title", len(byURL), titled)
 	}
 }

@@ -276,6 +276,7 @@ type exporter struct {
 	seenSegs  map[string]bool // node and segment of those whose warcinfo record is out
 	originals []index.Capture
 	origSeen  map[string]bool // key, time and record ID of originals already queued
+	titles    titleCache
 	stats     Stats
 }
 
@@ -326,7 +327,7 @@ func (e *exporter) selected(f *fetched) error {
 			e.originals = append(e.originals, o)
 		}
 	}
-	if isPage(f.c) {
+	if f.page {
 		return e.page(f.c, f.title)
 	}
 	return nil
@@ -411,11 +412,21 @@ func (e *exporter) warcinfo(c index.Capture) error {
 }
 
 // isPage reports whether a capture is a page for pages.jsonl: an HTML
-// document served with status 200.
+// document served with status 200. For a revisit, that is what its
+// original is (revisitsPage).
 func isPage(c index.Capture) bool {
-	return c.Status == 200 && (c.MIME == "text/html" || c.MIME == "application/xhtml+xml") &&
-		(c.Type == warc.TypeResponse || c.Type == warc.TypeRevisit || c.Type == warc.TypeResource)
+	return c.Status == 200 && isHTML(c.MIME) && (c.Type == warc.TypeResponse || c.Type == warc.TypeResource)
 }
+
+// revisitsPage reports whether a revisit whose payload is in original
+// replays as a page: one of an HTML document, answered 200 again (the
+// payload unchanged) or 304 (it replays as its original), whose original
+// is a page.
+func revisitsPage(c, original index.Capture) bool {
+	return c.Type == warc.TypeRevisit && (c.Status == 200 || c.Status == 304) && isHTML(c.MIME) && isPage(original)
+}
+
+func isHTML(mime string) bool { return mime == "text/html" || mime == "application/xhtml+xml" }
 
 // pageLine is one line of pages.jsonl.
 type pageLine struct {

@@ -40,6 +40,7 @@ type fetched struct {
 	// the archive holds the payload nowhere).
 	original    index.Capture
 	originalErr error
+	page        bool // a line of pages.jsonl
 	title       string
 	done        chan struct{}
 }
@@ -141,7 +142,7 @@ func (e *exporter) read(ctx context.Context, f *fetched) {
 	}
 	head := 0
 	if f.selected && isPage(f.c) && f.c.Type == warc.TypeResponse {
-		head = maxTitleScan
+		head = maxTitleScan // for its title
 	}
 	h, block, err := e.src.Archive.CopyMember(ctx, f.c, dst, head)
 	if err != nil {
@@ -160,12 +161,55 @@ func (e *exporter) read(ctx context.Context, f *fetched) {
 	if !f.selected {
 		return
 	}
-	if f.c.Type == warc.TypeRevisit {
+	switch {
+	case f.c.Type == warc.TypeRevisit:
 		e.resolve(ctx, f, h)
+		if f.originalErr == nil && revisitsPage(f.c, f.original) {
+			f.page, f.title = true, e.titles.of(ctx, e.src.Archive, f.original)
+		}
+	case head > 0:
+		f.page, f.title = true, title(block)
+		e.titles.put(f.c.RecordID, f.title)
+	default:
+		f.page = isPage(f.c)
 	}
-	if head > 0 {
-		f.title = title(block)
+}
+
+// titleCache keeps the titles of pages recently read, by record ID, so
+// that the revisits of a page (adjacent in the index: one URL's captures
+// in time order) read their original's record once for its title.
+type titleCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// maxTitles bounds a titleCache; full, it starts afresh.
+const maxTitles = 4096
+
+func (tc *titleCache) put(recordID, title string) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.m == nil || len(tc.m) >= maxTitles {
+		tc.m = map[string]string{}
 	}
+	tc.m[recordID] = title
+}
+
+// of returns the title of the page whose response record is c's, reading
+// the record for it unless the cache has it: "" when it cannot be read (the
+// revisit is still listed, untitled).
+func (tc *titleCache) of(ctx context.Context, a Archive, c index.Capture) string {
+	tc.mu.Lock()
+	t, ok := tc.m[c.RecordID]
+	tc.mu.Unlock()
+	if ok {
+		return t
+	}
+	if _, block, err := a.CopyMember(ctx, c, io.Discard, maxTitleScan); err == nil {
+		t = title(block)
+	}
+	tc.put(c.RecordID, t)
+	return t
 }
 
 func (e *exporter) maxHeld() int64 {
