@@ -102,10 +102,13 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if s.Unasked != "" {
 		fmt.Fprintf(stderr, "warning: written from the nodes that answered: %s\n", s.Unasked)
 	}
+	if s.Unresolved > 0 {
+		fmt.Fprintf(stderr, "warning: %d revisit records are in it, but where their payloads are archived could not be looked up (a node could not be reached): unless the selection holds them, they will not replay from it; the first: %s\n", s.Unresolved, s.FirstUnresolved)
+	}
 	if s.Unreadable > 0 {
 		return fmt.Errorf("%s is written, but without %d captures whose records could not be read (damaged, or on a node that could not be reached); the first: %s", *out, s.Unreadable, s.FirstError)
 	}
-	if s.Unasked != "" {
+	if s.Unasked != "" || s.Unresolved > 0 {
 		return fmt.Errorf("%s is written, but may lack captures held only by nodes that could not be asked", *out)
 	}
 	return nil

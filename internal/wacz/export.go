@@ -65,10 +65,15 @@ type Stats struct {
 	Missing   int // selected revisits whose payload is in no archived record (their replay will fail)
 	// Unreadable counts the captures left out because their record could
 	// not be read — damaged on disk, or on a node that could not be
-	// reached — and the revisits whose original could not be looked up;
-	// FirstError says why for the first of them.
+	// reached; FirstError says why for the first of them.
 	Unreadable int
 	FirstError string
+	// Unresolved counts the selected revisits written whose original (the
+	// capture holding their payload) could not be looked up, a node not
+	// answering: unless the selection has it, the WACZ lacks it, and they
+	// do not replay from it. FirstUnresolved says why for the first.
+	Unresolved      int
+	FirstUnresolved string
 	// Incomplete counts the captures written without their request and
 	// metadata records, which could not be read (or are too large to
 	// pass between nodes); FirstIncomplete says why for the first.
@@ -315,9 +320,10 @@ func (e *exporter) selected(f *fetched) error {
 	case errors.Is(f.originalErr, archive.ErrNoOriginal):
 		e.stats.Missing++
 	case f.originalErr != nil:
-		if err := e.unreadable(f.c, f.originalErr); err != nil {
+		if err := e.failure(f.originalErr); err != nil {
 			return err
 		}
+		tally(&e.stats.Unresolved, &e.stats.FirstUnresolved, f.c, f.originalErr)
 	case f.original.URLKey != "" && !e.sel.contains(f.original):
 		o := f.original
 		// By what it is, not where: replicas hold it on several nodes.
@@ -333,17 +339,25 @@ func (e *exporter) selected(f *fetched) error {
 	return nil
 }
 
-// unreadable counts a capture left out, or a revisit whose original could
-// not be looked up, unless the export itself was cancelled or err is a
-// bug (errInternal): then it is the export's error.
+// unreadable counts a capture left out, unless its reading failed with the
+// export (failure).
 func (e *exporter) unreadable(c index.Capture, err error) error {
+	if err := e.failure(err); err != nil {
+		return err
+	}
+	tally(&e.stats.Unreadable, &e.stats.FirstError, c, err)
+	return nil
+}
+
+// failure returns the export's error when err, met reading one capture, is
+// rather the export's: it was cancelled, or err is a bug (errInternal).
+func (e *exporter) failure(err error) error {
 	if ctxErr := e.ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
 	if errors.Is(err, errInternal) {
 		return err
 	}
-	tally(&e.stats.Unreadable, &e.stats.FirstError, c, err)
 	return nil
 }
 

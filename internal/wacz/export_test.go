@@ -871,6 +871,21 @@ type failing struct {
 	panics             bool // CopyMember panics
 	rangePanics        bool // Range panics after its first capture
 	unasked            error
+	lookups            error // Captures and ByDigest fail: no revisit's original can be looked up
+}
+
+func (a failing) Captures(ctx context.Context, urlKey string, reverse bool, fn func(index.Capture) (bool, error)) error {
+	if a.lookups != nil {
+		return a.lookups
+	}
+	return a.Archive.Captures(ctx, urlKey, reverse, fn)
+}
+
+func (a failing) ByDigest(ctx context.Context, c index.Capture, digest string) (index.Capture, bool, error) {
+	if a.lookups != nil {
+		return index.Capture{}, false, a.lookups
+	}
+	return a.Archive.ByDigest(ctx, c, digest)
 }
 
 // Range lists the captures, then fails with a.unasked wrapped in an
@@ -952,6 +967,21 @@ func TestExportSaysWhatItCouldNotRead(t *testing.T) {
 	_, err = wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, unasked: down}, TempDir: t.TempDir()}, wacz.Selection{Host: "nothing.example"})
 	if !errors.Is(err, wacz.ErrNoCaptures) || !strings.Contains(err.Error(), "node3") {
 		t.Errorf("nothing selected with a node not asked: %v; want ErrNoCaptures naming the node", err)
+	}
+
+	// Revisits whose originals cannot be looked up (their node down) are
+	// exported, and counted apart from the records that could not be read.
+	captures, revisits := 0, 0
+	local.Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
+		captures++
+		if c.Type == warc.TypeRevisit {
+			revisits++
+		}
+		return true, nil
+	})
+	s, err = wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, lookups: down}, TempDir: t.TempDir()}, wacz.Selection{})
+	if err != nil || revisits == 0 || s.Unresolved != revisits || s.Unreadable != 0 || s.Captures != captures || !strings.Contains(s.FirstUnresolved, "node3") {
+		t.Errorf("originals not looked up: %+v, %v; want all %d captures written, the %d revisits counted unresolved", s, err, captures, revisits)
 	}
 
 	// A panic while captures are listed ends the export, and its reader
