@@ -174,7 +174,7 @@ func TestUnreachableNodeIsNotDamage(t *testing.T) {
 		r.fail(tc.err, nil)
 		for _, mod := range []string{"mp_", "id_", "im_"} {
 			resp, body := get(t, a.content.URL+"/web/20240101000000"+mod+"/http://example.com/")
-			if resp.StatusCode != http.StatusBadGateway || !strings.HasPrefix(body, "the node holding this capture could not be reached: ") ||
+			if resp.StatusCode != http.StatusBadGateway || !strings.HasPrefix(body, "a node holding this capture, or the earlier capture whose content it repeats, could not be reached: ") ||
 				!strings.Contains(body, tc.cause) || strings.Contains(body, "damaged") {
 				t.Errorf("%s %s: %d %q", tc.name, mod, resp.StatusCode, body)
 			}

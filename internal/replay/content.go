@@ -336,13 +336,14 @@ func (s *Server) contentError(w http.ResponseWriter, r *http.Request, err error)
 	}
 	if unreachable(err) {
 		s.log.Warn("archive node unreachable", "path", r.URL.Path, "err", err)
-		http.Error(w, "the node holding this capture could not be reached: "+err.Error(), http.StatusBadGateway)
+		http.Error(w, "a node holding this capture, or the earlier capture whose content it repeats, could not be reached: "+err.Error(), http.StatusBadGateway)
 		return
 	}
 	if errors.Is(err, archive.ErrNoOriginal) {
 		s.log.Warn("revisit without its original", "path", r.URL.Path, "err", err)
 		http.Error(w, "This capture repeats content archived by an earlier capture, which is not in the archive as this node sees it: "+
-			"on a network, the only node holding it may be away; the capture replays again once it is back. ("+err.Error()+")", http.StatusServiceUnavailable)
+			"on a network, the only node holding it may be away, and the capture replays again once it is back; "+
+			"in an archive of one node it is missing for good (imported without it, or lost). ("+err.Error()+")", http.StatusServiceUnavailable)
 		return
 	}
 	if errors.Is(err, errCorrupt) {
