@@ -212,6 +212,9 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 		}
 		fmt.Fprintf(stderr, "%s could not be fetched for a reason that may pass (host or network down): run the same command again to retry\n", what)
 	}
+	if cfg.MaxPages > 0 && s.Captures >= int64(cfg.MaxPages) && s.Queued > 0 && runErr == nil {
+		fmt.Fprintf(stderr, "stopped at --max-pages %d: the archive holds %d captures, revisits included; %d URLs are still queued (raise --max-pages to go on)\n", cfg.MaxPages, s.Captures, s.Queued)
+	}
 	if jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -315,6 +315,14 @@ func TestRecrawlCommand(t *testing.T) {
 	if r := later["revisits"].(map[string]any); later["revisits_queued"].(float64) == 0 || r["not_modified"].(float64)+r["unchanged"].(float64) == 0 {
 		t.Errorf("after a second import, the re-crawl queued %v URLs, revisits %v; want the imported ones revisited", later["revisits_queued"], r)
 	}
+
+	// A --max-pages the archive has already reached queues the revisits,
+	// fetches nothing, and says why.
+	var out, errOut bytes.Buffer
+	args := append(append([]string{"crawl", "--data", data}, flags...), "--recrawl-all", "--max-pages", "10")
+	if code := run(context.Background(), args, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "stopped at --max-pages 10: the archive holds") {
+		t.Errorf("%v: exit %d, %q; want it to say the limit stopped it", args, code, errOut.String())
+	}
 }
 
 // The partial file of an export is one per destination: what a killed
