@@ -173,7 +173,7 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 		served := make(chan struct{})
 		go func() {
 			defer close(served)
-			if err := serveArchive(serveCtx, c.Index(), c.WARCDir(), ui, content, replay.DefaultPayloadCacheBytes, stderr, stderr); err != nil {
+			if err := serveArchive(serveCtx, c.Index(), cfg.Data, ui, content, defaultReplayMemory, stderr, stderr); err != nil {
 				fmt.Fprintln(stderr, "waggle: replay:", err)
 			}
 		}()

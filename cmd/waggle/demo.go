@@ -70,5 +70,5 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	fmt.Fprintf(stdout, "\nServing the archive; start from its home page, or see a seed's captures at /web/*/%s\n", seeds[0])
-	return serveArchive(ctx, index.New(db), filepath.Join(*data, "warc"), ui, content, replay.DefaultPayloadCacheBytes, stdout, stderr)
+	return serveArchive(ctx, index.New(db), *data, ui, content, defaultReplayMemory, stdout, stderr)
 }

@@ -36,6 +36,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Int64Var(&cfg.RepairRate, "repair-rate", node.DefaultRepairRate, "bytes per second anti-entropy may use (comparisons and copies)")
 	fs.Int64Var(&cfg.ScrubRate, "scrub-rate", node.DefaultScrubRate, "bytes per second of this node's records read back against their digests, to find damage (-1: none)")
 	replayCache := fs.Int64("replay-cache", replay.DefaultPayloadCacheBytes, "bytes of large payloads (videos…) kept in memory for their range requests; 0 for none")
+	replaySpool := fs.Int64("replay-spool", replay.DefaultSpoolBytes, "bytes of the payloads of captures over 64 MiB kept on disk (DIR/replay-spool) once replayed, for their range requests; 0 for none")
 	localTiming := fs.Bool("local-timing", false, "fast failure detection for nodes on one machine (tests, demos)")
 	verbose := fs.Bool("v", false, "log more (to stderr)")
 	seeds, err := parseFlags(fs, args)
@@ -46,6 +47,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	cfg.ReplayCacheBytes = replayCacheBytes(*replayCache)
+	cfg.ReplaySpoolBytes = replayCacheBytes(*replaySpool)
 	cfg.Crawl.Seeds = seeds
 	if *join != "" {
 		cfg.Join = strings.Split(*join, ",")

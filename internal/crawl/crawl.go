@@ -248,9 +248,6 @@ func OpenExistingDB(data string) (*pebble.DB, error) {
 // runs: an entry appears only once its record is durable.
 func (c *Crawler) Index() *index.Index { return index.New(c.db) }
 
-// WARCDir is where the archive's WARC segments are.
-func (c *Crawler) WARCDir() string { return c.warcDir }
-
 // Run crawls until the frontier is empty, MaxPages is reached or ctx is
 // cancelled. Everything fetched before Run returns is durable. Cancelling ctx
 // is a clean stop: the next Open on the same data resumes.

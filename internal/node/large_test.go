@@ -148,6 +148,12 @@ func TestLargeCaptureReplicatedAndHandedOver(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusPartialContent || !bytes.Equal(tail, video[from:]) {
 		t.Errorf("range from %d of the film held elsewhere: %d, %d bytes (%v)", from, resp.StatusCode, len(tail), err)
 	}
+	// The film and the image were each read across the network once, to
+	// be checked, and kept in the node's spool: the film's second replay
+	// and its range came from there.
+	if rc := other.localStatus().ReplayCache; rc == nil || rc.SpoolFills != 2 || rc.SpooledEntries != 2 || rc.SpoolHits < 2 {
+		t.Errorf("%s's replay spool: %+v; want the film and the image filled once each, the film's second replay and range read from it", other.name, rc)
+	}
 
 	// A WACZ exported through the node without a copy: each large record
 	// is copied from a holder through a temporary file as it is checked,

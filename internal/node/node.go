@@ -90,6 +90,9 @@ type Config struct {
 	ScrubRate int64
 	// ReplayCacheBytes is replay.Config.PayloadCacheBytes.
 	ReplayCacheBytes int64
+	// ReplaySpoolBytes is replay.Config.SpoolBytes, of a spool in
+	// Crawl.Data/replay-spool.
+	ReplaySpoolBytes int64
 	// CompactMinDead is the share of a WARC segment's bytes that released
 	// copies must make up before the segment is rewritten without them
 	// (default DefaultCompactMinDead).
@@ -437,6 +440,10 @@ func (n *Node) liveNodes() []archive.Node {
 	return out
 }
 
+// replaySpoolDir is the directory of a data directory where replay keeps
+// large payloads (replay.Config.SpoolDir).
+const replaySpoolDir = "replay-spool"
+
 // Run runs the node until ctx is done or a part of it fails, then shuts it
 // down: the node leaves its network, stops crawling with everything
 // fetched made durable, and closes its data directory.
@@ -471,6 +478,8 @@ func (n *Node) Run(ctx context.Context) error {
 			UIAddr:            n.uiLn.Addr().String(),
 			ContentAddr:       n.contentLn.Addr().String(),
 			PayloadCacheBytes: n.cfg.ReplayCacheBytes,
+			SpoolDir:          filepath.Join(n.cfg.Crawl.Data, replaySpoolDir),
+			SpoolBytes:        n.cfg.ReplaySpoolBytes,
 			Routes: map[string]http.Handler{
 				"GET /api/status": n.statusHandler(),
 				"GET /metrics":    n.metricsHandler(),

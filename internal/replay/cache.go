@@ -42,6 +42,13 @@ type CacheStats struct {
 	Limit   int64 `json:"limit"`   // the most it keeps (0: no cache)
 	Hits    int64 `json:"hits"`    // requests answered without a load of their own
 	Loads   int64 `json:"loads"`   // records loaded (kept or not)
+
+	// The spool on disk of payloads too large to hold (Config.SpoolDir).
+	Spooled        int64 `json:"spooled_bytes"` // payload bytes on disk
+	SpooledEntries int   `json:"spooled"`       // payloads on disk
+	SpoolLimit     int64 `json:"spool_limit"`   // the most it keeps (0: no spool)
+	SpoolHits      int64 `json:"spool_hits"`    // loads answered from the spool
+	SpoolFills     int64 `json:"spool_fills"`   // payloads written to it
 }
 
 func (pc *payloadCache) stats() CacheStats {

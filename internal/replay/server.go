@@ -18,6 +18,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,14 @@ type Config struct {
 	// video player: DefaultPayloadCacheBytes if 0, none if negative.
 	PayloadCacheBytes int64
 
+	// SpoolDir is where the payloads of captures too large to hold in
+	// memory (blocks over 64 MiB) are kept on disk once read and checked,
+	// for their range requests: a directory of the server's own, emptied
+	// when it starts; "" for none. SpoolBytes bounds them:
+	// DefaultSpoolBytes if 0, none if negative.
+	SpoolDir   string
+	SpoolBytes int64
+
 	Logger *slog.Logger
 }
 
@@ -68,6 +77,8 @@ type Server struct {
 	// verified are the large records whose blocks were read through and
 	// matched their digests, which are streamed without a check first.
 	verified *verifiedBlocks
+	// spool keeps the payloads of those records on disk; nil for none.
+	spool *payloadSpool
 
 	summaryMu   sync.Mutex
 	summary     *summary
@@ -89,15 +100,30 @@ func New(cfg Config) *Server {
 	if cacheBytes == 0 {
 		cacheBytes = DefaultPayloadCacheBytes
 	}
-	return &Server{
+	s := &Server{
 		arc: cfg.Archive, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, routes: cfg.Routes, log: log,
 		payloads: newPayloadCache(cacheBytes),
 		verified: &verifiedBlocks{ids: map[string]bool{}},
 	}
+	if spoolBytes := cmp.Or(cfg.SpoolBytes, DefaultSpoolBytes); cfg.SpoolDir != "" && spoolBytes > 0 {
+		sp, err := newPayloadSpool(cfg.SpoolDir, spoolBytes)
+		if err != nil {
+			log.Warn("replay: large payloads will not be kept on disk", "err", err)
+		}
+		s.spool = sp
+	}
+	return s
 }
 
 // CacheStats returns the figures of the server's payload cache.
-func (s *Server) CacheStats() CacheStats { return s.payloads.stats() }
+func (s *Server) CacheStats() CacheStats {
+	st := s.payloads.stats()
+	if s.spool != nil {
+		st.Spooled, st.SpooledEntries, st.SpoolHits, st.SpoolFills = s.spool.stats()
+		st.SpoolLimit = s.spool.max
+	}
+	return st
+}
 
 // origin returns "http://host:port" for the listener at addr as the
 // browser that sent r reaches it: the host name the request came in on, and

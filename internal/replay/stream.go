@@ -1,12 +1,14 @@
 package replay
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,15 +48,23 @@ var (
 )
 
 // storedBody is the payload of a record too large to read whole. It is
-// read from the record's block each time it is served.
+// read from the spool's copy when there is one, else from the record's
+// block each time it is served.
 type storedBody struct {
-	open func(context.Context) (*warc.Block, error)
-	skip int64 // the HTTP header section before the payload
-	size int64 // the payload's length; -1 when it has chunked framing
+	open    func(context.Context) (*warc.Block, error)
+	skip    int64  // the HTTP header section before the payload
+	size    int64  // the payload's length; -1 when it has chunked framing
+	spooled string // the path of the payload's copy in the spool, if any
 }
 
-// reader returns the payload from its start, read within ctx.
+// reader returns the payload from its start, read within ctx: the spool's
+// file (which seeks) while it is there.
 func (sb *storedBody) reader(ctx context.Context) (io.ReadCloser, error) {
+	if sb.spooled != "" {
+		if f, err := os.Open(sb.spooled); err == nil {
+			return f, nil
+		}
+	}
 	b, err := sb.open(ctx)
 	if err != nil {
 		return nil, err
@@ -101,6 +111,10 @@ func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, *wa
 	if !ok || c.Length < minStreamedMember {
 		return nil, nil, nil
 	}
+	open := func(ctx context.Context) (*warc.Block, error) { return bo.OpenBlock(ctx, c) }
+	if resp, ok := s.spool.get(c.RecordID, func(skip int64) *storedBody { return &storedBody{open: open, skip: skip} }); ok {
+		return resp, nil, nil
+	}
 	b, err := bo.OpenBlock(ctx, c)
 	if err != nil {
 		return nil, nil, nil
@@ -117,10 +131,11 @@ func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, *wa
 		return nil, rec, nil
 	}
 	var section []byte
+	payload := bufio.NewReaderSize(b, 64<<10) // after the section, what it read ahead and the rest of b
 	switch b.Header.Get("WARC-Type") {
 	case warc.TypeResource:
 	case warc.TypeResponse:
-		if section, err = warc.HTTPSection(b); err != nil {
+		if section, err = warc.ReadHTTPSection(payload); err != nil {
 			if _, cerr := b.Check(); cerr != nil {
 				return nil, nil, nil // damaged: Record finds another copy
 			}
@@ -129,33 +144,40 @@ func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, *wa
 	default:
 		return nil, nil, nil // a revisit's block is its headers: small, whatever its member's size
 	}
-	if !s.verified.has(c.RecordID) {
-		// Read through once before the first byte is sent: a damaged
-		// block is then read whole instead, which finds another node's
-		// copy if there is one (archive.Network.Record) and has this one
-		// repaired, where a stream could only be cut short.
-		if _, err := b.Check(); err != nil {
-			return nil, nil, nil
-		}
-		s.verified.add(c.RecordID)
-	}
-	open := func(ctx context.Context) (*warc.Block, error) { return bo.OpenBlock(ctx, c) }
+	var resp *response
+	body := &storedBody{open: open, size: b.Length}
 	if section == nil {
 		h := http.Header{}
 		if ct := b.Header.Get("Content-Type"); ct != "" {
 			h.Set("Content-Type", ct)
 		}
-		return &response{status: http.StatusOK, header: h, body: &storedBody{open: open, size: b.Length}}, nil, nil
-	}
-	resp, err := parseHead(section, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	body := &storedBody{open: open, skip: int64(len(section)), size: b.Length - int64(len(section))}
-	if strings.Contains(strings.ToLower(resp.header.Get("Transfer-Encoding")), "chunked") {
-		body.size = -1
+		resp = &response{status: http.StatusOK, header: h}
+	} else {
+		if resp, err = parseHead(section, true); err != nil {
+			return nil, nil, err
+		}
+		body.skip, body.size = int64(len(section)), b.Length-int64(len(section))
+		if strings.Contains(strings.ToLower(resp.header.Get("Transfer-Encoding")), "chunked") {
+			body.size = -1
+		}
 	}
 	resp.body = body
+	// Read through once before the first byte is sent: a damaged block is
+	// then read whole instead, which finds another node's copy if there
+	// is one (archive.Network.Record) and has this one repaired, where a
+	// stream could only be cut short. The read fills the spool on the way.
+	switch {
+	case body.size >= 0 && s.spool != nil:
+		if body.spooled, err = s.spool.fill(c.RecordID, payload, b, resp, body.skip, body.size); err != nil {
+			return nil, nil, nil
+		}
+		s.verified.add(c.RecordID)
+	case !s.verified.has(c.RecordID):
+		if _, err := b.Check(); err != nil {
+			return nil, nil, nil
+		}
+		s.verified.add(c.RecordID)
+	}
 	return resp, nil, nil
 }
 
@@ -266,7 +288,8 @@ func (bs *bodySeeker) Read(p []byte) (int, error) {
 	if bs.pos >= bs.sb.size {
 		return 0, io.EOF
 	}
-	if bs.cur == nil || bs.curPos > bs.pos {
+	seeker, seekable := bs.cur.(io.Seeker)
+	if bs.cur == nil || bs.curPos > bs.pos && !seekable {
 		bs.closeCur()
 		cur, err := bs.sb.reader(bs.ctx)
 		if err != nil {
@@ -274,6 +297,15 @@ func (bs *bodySeeker) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		bs.cur, bs.curPos = cur, 0
+		seeker, seekable = cur.(io.Seeker)
+	}
+	if seekable && bs.curPos != bs.pos {
+		// The spool's file: straight to the offset.
+		if _, err := seeker.Seek(bs.pos, io.SeekStart); err != nil {
+			bs.err = err
+			return 0, err
+		}
+		bs.curPos = bs.pos
 	}
 	if bs.curPos < bs.pos {
 		n, err := io.CopyN(io.Discard, bs.cur, bs.pos-bs.curPos)

@@ -63,13 +63,19 @@ func TestLargeCaptureIsStreamed(t *testing.T) {
 			t.Errorf("%s: replaying a %d-byte capture allocated %d bytes: it was read whole", at, len(video), alloc)
 		}
 	}
-	u := a.content.URL + "/web/20240101120000oe_/http://example.com/big.mp4"
+	checkVideoRanges(t, a.content.URL+"/web/20240101120000oe_/http://example.com/big.mp4", video)
+}
+
+// checkVideoRanges asks u, a replay of video, for its last 1000 bytes, then
+// for two ranges in an order that makes the reader go back to an earlier
+// offset.
+func checkVideoRanges(t *testing.T, u string, video []byte) {
+	t.Helper()
 	from := len(video) - 1000
 	resp, body := get(t, u, "Range", fmt.Sprintf("bytes=%d-", from))
 	if resp.StatusCode != http.StatusPartialContent || body != string(video[from:]) {
 		t.Errorf("range from %d: %d, %d bytes, want 206 and the last 1000", from, resp.StatusCode, len(body))
 	}
-	// Ranges in this order make the reader go back to an earlier offset.
 	resp, body = get(t, u, "Range", "bytes=5000000-5000009,10-19")
 	if resp.StatusCode != http.StatusPartialContent ||
 		!bytes.Contains([]byte(body), video[5000000:5000010]) || !bytes.Contains([]byte(body), video[10:20]) {
@@ -82,12 +88,19 @@ func TestDamagedLargeCaptureIsCutShort(t *testing.T) {
 	a, video := largeVideoArchive(t)
 	c := a.caps["http://example.com/big.mp4 20240101120000"]
 	flipMiddleByte(t, a, c)
+	checkNeverWhole(t, a.content.URL+"/web/20240101120000id_/http://example.com/big.mp4", video)
+}
+
+// checkNeverWhole asks u, a replay of a damaged capture of video, for all
+// of it and for a range: neither may end without an error.
+func checkNeverWhole(t *testing.T, u string, video []byte) {
+	t.Helper()
 	for _, rng := range []string{"", "bytes=1000-"} {
 		var hdr []string
 		if rng != "" {
 			hdr = []string{"Range", rng}
 		}
-		resp, sum, n, err := fetchSum(t, a.content.URL+"/web/20240101120000id_/http://example.com/big.mp4", hdr...)
+		resp, sum, n, err := fetchSum(t, u, hdr...)
 		if err == nil && resp.StatusCode < 300 {
 			t.Errorf("range %q: %d, %d bytes (same as archived: %v), read without an error", rng, resp.StatusCode, n, sum == sha256.Sum256(video))
 		}
@@ -95,20 +108,26 @@ func TestDamagedLargeCaptureIsCutShort(t *testing.T) {
 }
 
 // BenchmarkStreamedRange measures one range request for the last MiB of a
-// capture too large to read whole: each is read from the block's start.
+// capture too large to read whole: read from the block's start each time
+// (record), or from the spool's copy once the first request made it
+// (spooled).
 func BenchmarkStreamedRange(b *testing.B) {
-	video := make([]byte, streamBlock+3<<20)
-	rand.NewChaCha8([32]byte{7}).Read(video)
-	a := newTestArchive(b, []fixture{
-		{url: "http://example.com/big.mp4", at: "20240101120000", header: "Content-Type: video/mp4\r\n", body: string(video)},
-	})
-	u := a.content.URL + "/web/20240101120000oe_/http://example.com/big.mp4"
-	from := len(video) - 1<<20
-	for b.Loop() {
-		resp, body := get(b, u, "Range", fmt.Sprintf("bytes=%d-", from))
-		if resp.StatusCode != 206 || len(body) != 1<<20 {
-			b.Fatalf("%d, %d bytes", resp.StatusCode, len(body))
-		}
+	for _, mode := range []struct {
+		name  string
+		spool int64
+	}{{"record", -1}, {"spooled", 0}} {
+		b.Run(mode.name, func(b *testing.B) {
+			a, videos, _ := spoolingArchive(b, filepath.Join(b.TempDir(), "spool"), mode.spool, 1)
+			u := a.content.URL + "/web/20240101120000oe_/http://example.com/big0.mp4"
+			from := len(videos[0]) - 1<<20
+			get(b, u, "Range", "bytes=0-0") // the first replay, which reads the record through
+			for b.Loop() {
+				resp, body := get(b, u, "Range", fmt.Sprintf("bytes=%d-", from))
+				if resp.StatusCode != 206 || len(body) != 1<<20 {
+					b.Fatalf("%d, %d bytes", resp.StatusCode, len(body))
+				}
+			}
+		})
 	}
 }
 

@@ -324,12 +324,20 @@ func HTTPHeaderAt(dir string, loc Location) (Header, http.Header, error) {
 // of r than it needs, give or take a buffer, and returns exactly the
 // section: what follows it in the message starts at its length.
 func HTTPSection(r io.Reader) ([]byte, error) {
-	br := bufio.NewReader(io.LimitReader(r, maxHTTPHeader))
+	return ReadHTTPSection(bufio.NewReader(io.LimitReader(r, maxHTTPHeader)))
+}
+
+// ReadHTTPSection is HTTPSection reading from br, which it leaves at the
+// first byte after the section: for a reader that goes on with the body.
+func ReadHTTPSection(br *bufio.Reader) ([]byte, error) {
 	var section []byte
 	whole := true // the bytes read so far end a line
 	for {
 		line, err := br.ReadSlice('\n')
 		section = append(section, line...)
+		if len(section) > maxHTTPHeader {
+			return nil, fmt.Errorf("a header section of over %d bytes", maxHTTPHeader)
+		}
 		switch {
 		case err == nil:
 			if whole && (len(line) == 1 || len(line) == 2 && line[0] == '\r') && len(section) > len(line) {

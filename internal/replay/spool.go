@@ -1,0 +1,156 @@
+package replay
+
+import (
+	"container/list"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// DefaultSpoolBytes is Config.SpoolBytes's default.
+const DefaultSpoolBytes = 4 << 30
+
+// payloadSpool keeps on this node's disk the payloads of captures too large
+// to read whole (blocks over streamBlock), once read through and checked:
+// a video player's range requests then read their ranges from a local
+// file, where each would otherwise inflate the record from its start — and,
+// for a capture another node holds, move it across the network again.
+// A reader opens a file by its name, with a descriptor of its own, so an
+// eviction only unlinks it: a response being served reads on.
+type payloadSpool struct {
+	dir string
+	max int64
+
+	mu      sync.Mutex
+	held    int64
+	entries map[string]*spooled // by record ID
+	lru     *list.List          // of *spooled, most recent first
+	seq     uint64              // names the files being written
+	hits    int64               // loads answered from the spool
+	fills   int64               // payloads spooled
+}
+
+// spooled is one payload on disk, with the head of its response.
+type spooled struct {
+	id     string
+	path   string
+	status int
+	header http.Header
+	skip   int64 // the HTTP header section before the payload in the block
+	size   int64
+	elem   *list.Element
+}
+
+// newPayloadSpool empties dir, left by an earlier process, for a spool of
+// at most max bytes.
+func newPayloadSpool(dir string, max int64) (*payloadSpool, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("replay: spool: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("replay: spool: %w", err)
+	}
+	return &payloadSpool{dir: dir, max: max, entries: map[string]*spooled{}, lru: list.New()}, nil
+}
+
+// get returns the response of the capture whose record is id, its body
+// read from the spool (and from open should the file be gone), if the
+// spool holds it.
+func (sp *payloadSpool) get(id string, open func(skip int64) *storedBody) (*response, bool) {
+	if sp == nil || id == "" {
+		return nil, false
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	e, ok := sp.entries[id]
+	if !ok {
+		return nil, false
+	}
+	sp.lru.MoveToFront(e.elem)
+	sp.hits++
+	body := open(e.skip)
+	body.size, body.spooled = e.size, e.path
+	return &response{status: e.status, header: e.header.Clone(), body: body}, true
+}
+
+// fill reads payload — the rest of b, the payload of a response whose head
+// is resp, after skip bytes of HTTP header section — to its end, which
+// checks the block's digest, and keeps it in the spool if it fits: it
+// returns the file's path then, else "". The error is the block's: a write
+// that fails on this side only leaves the payload out of the spool.
+func (sp *payloadSpool) fill(id string, payload io.Reader, b *warc.Block, resp *response, skip, size int64) (string, error) {
+	if sp == nil || id == "" || size > sp.max {
+		_, err := b.Check()
+		return "", err
+	}
+	// Each fill has a file of its own: two loads of one capture at once
+	// (without the memory cache, which shares them) each write theirs.
+	sp.mu.Lock()
+	sp.seq++
+	path := filepath.Join(sp.dir, fmt.Sprint(sp.seq))
+	sp.mu.Unlock()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		_, cerr := b.Check()
+		return "", cerr
+	}
+	w := &keptWriter{w: f}
+	n, err := io.Copy(w, payload)
+	if err == nil {
+		err = b.Finish()
+	}
+	if cerr := f.Close(); w.err == nil {
+		w.err = cerr
+	}
+	if err != nil || w.err != nil || n != size {
+		os.Remove(path)
+		return "", err
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if old, ok := sp.entries[id]; ok {
+		sp.drop(old) // a load that raced this one
+	}
+	e := &spooled{id: id, path: path, status: resp.status, header: resp.header.Clone(), skip: skip, size: size}
+	e.elem = sp.lru.PushFront(e)
+	sp.entries[id] = e
+	sp.held += size
+	sp.fills++
+	for sp.held > sp.max && sp.lru.Len() > 1 {
+		sp.drop(sp.lru.Back().Value.(*spooled))
+	}
+	return path, nil
+}
+
+// drop forgets e and unlinks its file; sp.mu is held.
+func (sp *payloadSpool) drop(e *spooled) {
+	sp.lru.Remove(e.elem)
+	delete(sp.entries, e.id)
+	sp.held -= e.size
+	os.Remove(e.path)
+}
+
+func (sp *payloadSpool) stats() (bytes int64, entries int, hits, fills int64) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.held, len(sp.entries), sp.hits, sp.fills
+}
+
+// keptWriter writes to w until a write fails, then only keeps that error:
+// the block is still read to its end, to be checked.
+type keptWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (k *keptWriter) Write(p []byte) (int, error) {
+	if k.err == nil {
+		_, k.err = k.w.Write(p)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,141 @@
+package replay
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/waggle-archive/waggle/internal/archive"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// countingOpener counts the blocks opened through it: each is a read of the
+// record from its start (from another node: across the network).
+type countingOpener struct {
+	*archive.Local
+	opened *atomic.Int64
+}
+
+func (c countingOpener) OpenBlock(ctx context.Context, cp index.Capture) (*warc.Block, error) {
+	c.opened.Add(1)
+	return c.Local.OpenBlock(ctx, cp)
+}
+
+// spoolingArchive is largeVideoArchive served with a spool of max bytes
+// in spoolDir, counting the blocks replay opens.
+func spoolingArchive(t testing.TB, spoolDir string, max int64, videos int) (*testArchive, [][]byte, *atomic.Int64) {
+	t.Helper()
+	var opened atomic.Int64
+	h := "Content-Type: video/mp4\r\n"
+	var fs []fixture
+	var bodies [][]byte
+	for i := range videos {
+		video := make([]byte, streamBlock+3<<20)
+		rand.NewChaCha8([32]byte{7, byte(i)}).Read(video)
+		bodies = append(bodies, video)
+		u := fmt.Sprintf("http://example.com/big%d.mp4", i)
+		fs = append(fs, fixture{url: u, at: "20240101120000", header: h, body: string(video)},
+			fixture{url: u, at: "20240301120000", header: h, body: string(video), revisit: true})
+	}
+	a := newTestArchiveVia(t, fs, func(l *archive.Local) archive.Archive { return countingOpener{l, &opened} })
+	a.srv = New(Config{Archive: countingOpener{a.local, &opened}, UIAddr: a.ui.Listener.Addr().String(),
+		ContentAddr: a.content.Listener.Addr().String(), SpoolDir: spoolDir, SpoolBytes: max})
+	a.ui.Config.Handler, a.content.Config.Handler = a.srv.UI(), a.srv.Content() // no request was made yet
+	return a, bodies, &opened
+}
+
+// A capture too large to hold is read through once, checked, and kept on
+// disk: its range requests, a seek back included, and its revisits read
+// the spool's file, not the record from its start.
+func TestLargeCaptureIsSpooled(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "left-by-an-earlier-process"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, videos, opened := spoolingArchive(t, dir, 1<<30, 1)
+	video := videos[0]
+	if _, err := os.Stat(filepath.Join(dir, "left-by-an-earlier-process")); err == nil {
+		t.Error("the spool kept a file from before the server started")
+	}
+	base := a.content.URL + "/web/20240101120000id_/http://example.com/big0.mp4"
+	resp, sum, n, err := fetchSum(t, base)
+	if err != nil || resp.StatusCode != 200 || n != int64(len(video)) || sum != sha256.Sum256(video) {
+		t.Fatalf("first replay: %d, %d bytes (%v)", resp.StatusCode, n, err)
+	}
+	st := a.srv.CacheStats()
+	if st.SpooledEntries != 1 || st.Spooled != int64(len(video)) || st.SpoolFills != 1 {
+		t.Fatalf("after the first replay the spool holds %d payloads, %d bytes (%d fills); want the video", st.SpooledEntries, st.Spooled, st.SpoolFills)
+	}
+	before := opened.Load()
+	checkVideoRanges(t, base, video)
+	revisit := a.content.URL + "/web/20240301120000id_/http://example.com/big0.mp4"
+	resp, sum, n, err = fetchSum(t, revisit)
+	if err != nil || resp.StatusCode != 200 || n != int64(len(video)) || sum != sha256.Sum256(video) {
+		t.Errorf("the revisit: %d, %d bytes (%v)", resp.StatusCode, n, err)
+	}
+	if got := opened.Load() - before; got != 0 {
+		t.Errorf("the ranges and the revisit opened the record %d times; want it read from the spool", got)
+	}
+	if st := a.srv.CacheStats(); st.SpoolHits < 3 || st.SpoolFills != 1 {
+		t.Errorf("spool hits %d, fills %d; want the ranges and the revisit answered from it, one fill", st.SpoolHits, st.SpoolFills)
+	}
+}
+
+// Past its bound the spool lets the least recently used payload go, which
+// is then read from its record again; a payload larger than the whole
+// spool is not kept, and still replays.
+func TestSpoolEvicts(t *testing.T) {
+	size := int64(streamBlock + 3<<20)
+	a, videos, _ := spoolingArchive(t, filepath.Join(t.TempDir(), "spool"), size+size/2, 2)
+	replay := func(i int, rng string) {
+		t.Helper()
+		u := fmt.Sprintf("%s/web/20240101120000id_/http://example.com/big%d.mp4", a.content.URL, i)
+		resp, body := get(t, u, "Range", rng)
+		var from, to int
+		fmt.Sscanf(rng, "bytes=%d-%d", &from, &to)
+		if resp.StatusCode != http.StatusPartialContent || body != string(videos[i][from:to+1]) {
+			t.Fatalf("video %d, %s: %d, %d bytes", i, rng, resp.StatusCode, len(body))
+		}
+	}
+	replay(0, "bytes=100-199")
+	replay(1, "bytes=70000000-70000099")
+	if st := a.srv.CacheStats(); st.SpooledEntries != 1 || st.Spooled != size || st.SpoolFills != 2 {
+		t.Errorf("two videos, room for one: the spool holds %d (%d bytes) after %d fills", st.SpooledEntries, st.Spooled, st.SpoolFills)
+	}
+	replay(0, "bytes=60000000-60000099")
+	if st := a.srv.CacheStats(); st.SpooledEntries != 1 || st.SpoolFills != 3 {
+		t.Errorf("the first video again: the spool holds %d after %d fills; want it filled again", st.SpooledEntries, st.SpoolFills)
+	}
+
+	small, videos, _ := spoolingArchive(t, filepath.Join(t.TempDir(), "spool"), size-1, 1)
+	a = small
+	replay(0, "bytes=70000000-70000099")
+	if st := a.srv.CacheStats(); st.SpooledEntries != 0 || st.SpoolFills != 0 {
+		t.Errorf("a payload larger than the spool: %d kept after %d fills", st.SpooledEntries, st.SpoolFills)
+	}
+}
+
+// A large capture damaged on disk is not kept in the spool, and never sent
+// as if it were whole.
+func TestDamagedLargeCaptureIsNotSpooled(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	a, videos, _ := spoolingArchive(t, dir, 1<<30, 1)
+	flipMiddleByte(t, a, a.caps["http://example.com/big0.mp4 20240101120000"])
+	checkNeverWhole(t, a.content.URL+"/web/20240101120000id_/http://example.com/big0.mp4", videos[0])
+	if st := a.srv.CacheStats(); st.SpooledEntries != 0 {
+		t.Errorf("the damaged video is in the spool: %+v", st)
+	}
+	if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
+		t.Errorf("%d files left in the spool (%v)", len(left), err)
+	}
+}
