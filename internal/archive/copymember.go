@@ -17,7 +17,7 @@ import (
 // c's, whose block digest verifies), and returns the record's header and
 // the first head bytes of its block. When it fails, w may have been given
 // part of the member: the caller keeps w's bytes apart until it succeeds.
-func (l *Local) CopyMember(_ context.Context, c index.Capture, w io.Writer, head int) (warc.Header, []byte, error) {
+func (l *Local) CopyMember(ctx context.Context, c index.Capture, w io.Writer, head int) (warc.Header, []byte, error) {
 	if c.Length <= 0 || c.Offset < 0 {
 		return warc.Header{}, nil, fmt.Errorf("archive: record of %.200q: no location", c.URLKey)
 	}
@@ -29,7 +29,10 @@ func (l *Local) CopyMember(_ context.Context, c index.Capture, w io.Writer, head
 		f.Close()
 		return warc.Header{}, nil, fmt.Errorf("archive: record of %.200q at %d+%d runs past the end of %s (%d bytes)", c.URLKey, c.Offset, c.Length, c.Segment, size)
 	}
-	h, start, err := copyMember(io.NewSectionReader(f, c.Offset, c.Length), f, c, w, head)
+	h, start, err := copyMember(ctxReader{ctx, io.NewSectionReader(f, c.Offset, c.Length)}, f, c, w, head)
+	if errors.Is(err, ErrWrite) {
+		return warc.Header{}, nil, err
+	}
 	if err != nil {
 		return warc.Header{}, nil, fmt.Errorf("archive: %w", err)
 	}
@@ -51,10 +54,9 @@ func (n *Network) CopyMember(ctx context.Context, c index.Capture, w io.Writer, 
 		return warc.Header{}, nil, n.failed(ctx, node.ID, fmt.Errorf("record answer of undeclared length, want %d bytes", c.Length))
 	}
 	h, start, err := copyMember(io.LimitReader(resp.Body, c.Length), resp.Body, c, w, head)
-	var werr *writeError
 	switch {
-	case errors.As(err, &werr):
-		return warc.Header{}, nil, fmt.Errorf("archive: %w", err) // this side's failure, not the peer's
+	case errors.Is(err, ErrWrite):
+		return warc.Header{}, nil, err // this side's failure, not the peer's
 	case errors.Is(err, warc.ErrDigestMismatch), errors.Is(err, errWrongRecord):
 		return warc.Header{}, nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, node.ID, err)
 	case err != nil:
@@ -67,15 +69,12 @@ func (n *Network) CopyMember(ctx context.Context, c index.Capture, w io.Writer, 
 // capture's.
 var errWrongRecord = errors.New("another record")
 
-// writeError is a failure to write to CopyMember's w, told apart from the
-// source's failures.
-type writeError struct{ err error }
+// ErrWrite marks CopyMember's failure to write to its writer (a full
+// disk): the caller's side, not the record's nor the peer's.
+var ErrWrite = errors.New("archive: writing the member out")
 
-func (e *writeError) Error() string { return "writing the member out: " + e.err.Error() }
-func (e *writeError) Unwrap() error { return e.err }
-
-// countingWriter passes bytes on to w, counting them, and keeps its error
-// as a writeError.
+// countingWriter passes bytes on to w, counting them, and keeps its error,
+// marked ErrWrite.
 type countingWriter struct {
 	w   io.Writer
 	n   int64
@@ -86,7 +85,7 @@ func (cw *countingWriter) Write(p []byte) (int, error) {
 	n, err := cw.w.Write(p)
 	cw.n += int64(n)
 	if err != nil && cw.err == nil {
-		cw.err = &writeError{err}
+		cw.err = fmt.Errorf("%w: %w", ErrWrite, err)
 	}
 	return n, cw.err
 }
@@ -132,7 +131,11 @@ func firstOf(writeErr, err error) error {
 // the block's digest. Closing the block closes src.
 func memberBlock(r io.Reader, src io.Closer, c index.Capture) (*warc.Block, error) {
 	var magic [2]byte
-	if _, err := io.ReadFull(r, magic[:]); err != nil || magic != [2]byte{0x1f, 0x8b} {
+	if _, err := io.ReadFull(r, magic[:]); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		src.Close()
+		return nil, fmt.Errorf("reading the record: %w", err)
+	}
+	if magic != [2]byte{0x1f, 0x8b} {
 		src.Close()
 		return nil, errors.New("record is not a gzip member")
 	}
@@ -141,4 +144,18 @@ func memberBlock(r io.Reader, src io.Closer, c index.Capture) (*warc.Block, erro
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(magic[:]), r), src}
 	return warc.ReadBlock(body, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+}
+
+// ctxReader reads r until ctx is done: a local record is not read on
+// after its reader has gone.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

@@ -939,9 +939,18 @@ func TestUntrustedPeer(t *testing.T) {
 	if own0, _, _ := cl.nodes[1].local.Member(ctx, ownCap); err != nil || !bytes.Equal(copied.Bytes(), own0) || h.Get("WARC-Record-ID") != own.ID() || !bytes.Equal(start, own.Block[:10]) {
 		t.Errorf("Local.CopyMember: %d bytes, record %s, start %q, %v; want the member of %s", copied.Len(), h.Get("WARC-Record-ID"), start, err, own.ID())
 	}
-	// A failure to write is this side's, not the peer's.
-	if _, _, err := net.CopyMember(ctx, c, failingWriter{}, 0); err == nil || errors.Is(err, ErrUnavailable) {
-		t.Errorf("CopyMember to a writer that fails: %v; want an error not blaming the peer", err)
+	// A failure to write is this side's, not the peer's nor the record's.
+	if _, _, err := net.CopyMember(ctx, c, failingWriter{}, 0); !errors.Is(err, ErrWrite) || errors.Is(err, ErrUnavailable) {
+		t.Errorf("CopyMember to a writer that fails: %v; want ErrWrite, not blaming the peer", err)
+	}
+	if _, _, err := cl.nodes[1].local.CopyMember(ctx, ownCap, failingWriter{}, 0); !errors.Is(err, ErrWrite) {
+		t.Errorf("Local.CopyMember to a writer that fails: %v; want ErrWrite", err)
+	}
+	// Nor is a local record read on for a reader gone.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := cl.nodes[1].local.CopyMember(gone, ownCap, io.Discard, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Local.CopyMember with its context cancelled: %v", err)
 	}
 
 	// The same record with a byte of its block changed, in a sound gzip member.

@@ -33,6 +33,9 @@ type payloadSpool struct {
 	seq     uint64              // names the files being written
 	hits    int64               // loads answered from the spool
 	fills   int64               // payloads spooled
+	// unkept are the records whose payload could not be written here (a
+	// full disk): not tried again, each try being a read of the record.
+	unkept map[string]bool
 }
 
 // spooled is one payload on disk, with the head of its response.
@@ -78,16 +81,23 @@ func (sp *payloadSpool) get(id string, open func(skip int64) *storedBody) (*resp
 	return &response{status: e.status, header: e.header.Clone(), body: body}, true
 }
 
+// fits reports whether a payload of size bytes, of the record id, can be
+// kept: one of known length, no larger than the whole spool.
+func (sp *payloadSpool) fits(id string, size int64) bool {
+	if sp == nil || id == "" || size < 0 || size > sp.max {
+		return false
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return !sp.unkept[id]
+}
+
 // fill reads payload — the rest of b, the payload of a response whose head
 // is resp, after skip bytes of HTTP header section — to its end, which
-// checks the block's digest, and keeps it in the spool if it fits: it
+// checks the block's digest, and keeps it in the spool (it fits): it
 // returns the file's path then, else "". The error is the block's: a write
 // that fails on this side only leaves the payload out of the spool.
 func (sp *payloadSpool) fill(id string, payload io.Reader, b *warc.Block, resp *response, skip, size int64) (string, error) {
-	if sp == nil || id == "" || size > sp.max {
-		_, err := b.Check()
-		return "", err
-	}
 	// Each fill has a file of its own: two loads of one capture at once
 	// (without the memory cache, which shares them) each write theirs.
 	sp.mu.Lock()
@@ -96,6 +106,7 @@ func (sp *payloadSpool) fill(id string, payload io.Reader, b *warc.Block, resp *
 	sp.mu.Unlock()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
+		sp.unkeptNow(id)
 		_, cerr := b.Check()
 		return "", cerr
 	}
@@ -109,6 +120,9 @@ func (sp *payloadSpool) fill(id string, payload io.Reader, b *warc.Block, resp *
 	}
 	if err != nil || w.err != nil || n != size {
 		os.Remove(path)
+		if err == nil {
+			sp.unkeptNow(id)
+		}
 		return "", err
 	}
 	sp.mu.Lock()
@@ -125,6 +139,16 @@ func (sp *payloadSpool) fill(id string, payload io.Reader, b *warc.Block, resp *
 		sp.drop(sp.lru.Back().Value.(*spooled))
 	}
 	return path, nil
+}
+
+// unkeptNow notes that id's payload could not be written here.
+func (sp *payloadSpool) unkeptNow(id string) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.unkept == nil || len(sp.unkept) >= maxVerified {
+		sp.unkept = map[string]bool{}
+	}
+	sp.unkept[id] = true
 }
 
 // drop forgets e and unlinks its file; sp.mu is held.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -16,26 +17,47 @@ import (
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
-// countingOpener counts the blocks opened through it: each is a read of the
-// record from its start (from another node: across the network).
+// countingOpener counts the blocks opened through it, and the bytes read
+// from their segments: each block is a read of the record from its start
+// (from another node: across the network).
 type countingOpener struct {
 	*archive.Local
-	opened *atomic.Int64
+	dir          string // the segments'
+	opened, read *atomic.Int64
 }
 
 func (c countingOpener) OpenBlock(ctx context.Context, cp index.Capture) (*warc.Block, error) {
 	c.opened.Add(1)
-	return c.Local.OpenBlock(ctx, cp)
+	f, err := os.Open(filepath.Join(c.dir, cp.Segment))
+	if err != nil {
+		return nil, err
+	}
+	r := struct {
+		io.Reader
+		io.Closer
+	}{&countingReader{io.NewSectionReader(f, cp.Offset, cp.Length), c.read}, f}
+	return warc.ReadBlock(r, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length})
 }
 
-// spoolingArchive is largeVideoArchive served with a spool of max bytes
-// in spoolDir, counting the blocks replay opens.
-func spoolingArchive(t testing.TB, spoolDir string, max int64, videos int) (*testArchive, [][]byte, *atomic.Int64) {
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// spoolingArchive archives videos of streamBlock+3 MiB, each with an
+// identical-payload revisit, served with a spool of max bytes in spoolDir,
+// counting the blocks replay opens and the bytes it reads from them.
+func spoolingArchive(t testing.TB, spoolDir string, max int64, videos int) (a *testArchive, bodies [][]byte, opened, read *atomic.Int64) {
 	t.Helper()
-	var opened atomic.Int64
+	opened, read = new(atomic.Int64), new(atomic.Int64)
 	h := "Content-Type: video/mp4\r\n"
 	var fs []fixture
-	var bodies [][]byte
 	for i := range videos {
 		video := make([]byte, streamBlock+3<<20)
 		rand.NewChaCha8([32]byte{7, byte(i)}).Read(video)
@@ -44,11 +66,11 @@ func spoolingArchive(t testing.TB, spoolDir string, max int64, videos int) (*tes
 		fs = append(fs, fixture{url: u, at: "20240101120000", header: h, body: string(video)},
 			fixture{url: u, at: "20240301120000", header: h, body: string(video), revisit: true})
 	}
-	a := newTestArchiveVia(t, fs, func(l *archive.Local) archive.Archive { return countingOpener{l, &opened} })
-	a.srv = New(Config{Archive: countingOpener{a.local, &opened}, UIAddr: a.ui.Listener.Addr().String(),
+	a = newTestArchive(t, fs)
+	a.srv = New(Config{Archive: countingOpener{a.local, a.dir, opened, read}, UIAddr: a.ui.Listener.Addr().String(),
 		ContentAddr: a.content.Listener.Addr().String(), SpoolDir: spoolDir, SpoolBytes: max})
 	a.ui.Config.Handler, a.content.Config.Handler = a.srv.UI(), a.srv.Content() // no request was made yet
-	return a, bodies, &opened
+	return a, bodies, opened, read
 }
 
 // A capture too large to hold is read through once, checked, and kept on
@@ -62,7 +84,7 @@ func TestLargeCaptureIsSpooled(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "left-by-an-earlier-process"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, videos, opened := spoolingArchive(t, dir, 1<<30, 1)
+	a, videos, opened, _ := spoolingArchive(t, dir, 1<<30, 1)
 	video := videos[0]
 	if _, err := os.Stat(filepath.Join(dir, "left-by-an-earlier-process")); err == nil {
 		t.Error("the spool kept a file from before the server started")
@@ -96,7 +118,7 @@ func TestLargeCaptureIsSpooled(t *testing.T) {
 // spool is not kept, and still replays.
 func TestSpoolEvicts(t *testing.T) {
 	size := int64(streamBlock + 3<<20)
-	a, videos, _ := spoolingArchive(t, filepath.Join(t.TempDir(), "spool"), size+size/2, 2)
+	a, videos, _, _ := spoolingArchive(t, filepath.Join(t.TempDir(), "spool"), size+size/2, 2)
 	replay := func(i int, rng string) {
 		t.Helper()
 		u := fmt.Sprintf("%s/web/20240101120000id_/http://example.com/big%d.mp4", a.content.URL, i)
@@ -117,11 +139,18 @@ func TestSpoolEvicts(t *testing.T) {
 		t.Errorf("the first video again: the spool holds %d after %d fills; want it filled again", st.SpooledEntries, st.SpoolFills)
 	}
 
-	small, videos, _ := spoolingArchive(t, filepath.Join(t.TempDir(), "spool"), size-1, 1)
+	// Larger than the spool: checked once, then each range reads the record
+	// up to its end only, as without a spool.
+	small, videos, _, read := spoolingArchive(t, filepath.Join(t.TempDir(), "spool"), size-1, 1)
 	a = small
 	replay(0, "bytes=70000000-70000099")
 	if st := a.srv.CacheStats(); st.SpooledEntries != 0 || st.SpoolFills != 0 {
 		t.Errorf("a payload larger than the spool: %d kept after %d fills", st.SpooledEntries, st.SpoolFills)
+	}
+	before := read.Load()
+	replay(0, "bytes=100-199")
+	if got := read.Load() - before; got > 8<<20 {
+		t.Errorf("a range of the first 200 bytes, once the record was checked, read %d bytes of it; want the record's start only", got)
 	}
 }
 
@@ -129,7 +158,7 @@ func TestSpoolEvicts(t *testing.T) {
 // as if it were whole.
 func TestDamagedLargeCaptureIsNotSpooled(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "spool")
-	a, videos, _ := spoolingArchive(t, dir, 1<<30, 1)
+	a, videos, _, _ := spoolingArchive(t, dir, 1<<30, 1)
 	flipMiddleByte(t, a, a.caps["http://example.com/big0.mp4 20240101120000"])
 	checkNeverWhole(t, a.content.URL+"/web/20240101120000id_/http://example.com/big0.mp4", videos[0])
 	if st := a.srv.CacheStats(); st.SpooledEntries != 0 {

@@ -167,11 +167,11 @@ func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, *wa
 	// is one (archive.Network.Record) and has this one repaired, where a
 	// stream could only be cut short. The read fills the spool on the way.
 	switch {
-	case body.size >= 0 && s.spool != nil:
+	case s.spool.fits(c.RecordID, body.size):
 		if body.spooled, err = s.spool.fill(c.RecordID, payload, b, resp, body.skip, body.size); err != nil {
 			return nil, nil, nil
 		}
-		s.verified.add(c.RecordID)
+		s.verified.add(c.RecordID) // if the spool could not keep it, not checked again
 	case !s.verified.has(c.RecordID):
 		if _, err := b.Check(); err != nil {
 			return nil, nil, nil

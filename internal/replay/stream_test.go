@@ -117,7 +117,7 @@ func BenchmarkStreamedRange(b *testing.B) {
 		spool int64
 	}{{"record", -1}, {"spooled", 0}} {
 		b.Run(mode.name, func(b *testing.B) {
-			a, videos, _ := spoolingArchive(b, filepath.Join(b.TempDir(), "spool"), mode.spool, 1)
+			a, videos, _, _ := spoolingArchive(b, filepath.Join(b.TempDir(), "spool"), mode.spool, 1)
 			u := a.content.URL + "/web/20240101120000oe_/http://example.com/big0.mp4"
 			from := len(videos[0]) - 1<<20
 			get(b, u, "Range", "bytes=0-0") // the first replay, which reads the record through

@@ -350,13 +350,17 @@ func (e *exporter) unreadable(c index.Capture, err error) error {
 }
 
 // failure returns the export's error when err, met reading one capture, is
-// rather the export's: it was cancelled, or err is a bug (errInternal).
+// rather the export's: it was cancelled, err is a bug (errInternal), or a
+// temporary file could not be written (archive.ErrWrite: a full disk).
 func (e *exporter) failure(err error) error {
 	if ctxErr := e.ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
 	if errors.Is(err, errInternal) {
 		return err
+	}
+	if errors.Is(err, archive.ErrWrite) {
+		return fmt.Errorf("wacz: a record's temporary copy: %w", err)
 	}
 	return nil
 }

@@ -128,18 +128,41 @@ var holdModes = []struct {
 }{{"held", 0}, {"spooled", 1}}
 
 // spoolCheck is an archive that fails the test unless every member is
-// copied into a file (spooled) or none is.
+// copied into a file (spooled) or none is, and keeps the files.
 type spoolCheck struct {
 	wacz.Archive
 	t       *testing.T
 	spooled bool
+	mu      *sync.Mutex
+	files   *[]*os.File
 }
 
 func (a spoolCheck) CopyMember(ctx context.Context, c index.Capture, w io.Writer, head int) (warc.Header, []byte, error) {
-	if _, toFile := w.(*os.File); toFile != a.spooled && w != io.Discard { // io.Discard: a title read
+	f, toFile := w.(*os.File)
+	if toFile != a.spooled && w != io.Discard { // io.Discard: a title read
 		a.t.Errorf("the member of %d bytes copied into a %T; want it spooled to a file: %v", c.Length, w, a.spooled)
 	}
+	if toFile {
+		a.mu.Lock()
+		*a.files = append(*a.files, f)
+		a.mu.Unlock()
+	}
 	return a.Archive.CopyMember(ctx, c, w, head)
+}
+
+// checkClosed fails the test unless every file spooled to is closed.
+func (a spoolCheck) checkClosed() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	open := 0
+	for _, f := range *a.files {
+		if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+			open++
+		}
+	}
+	if open > 0 {
+		a.t.Errorf("%d of the %d files records were spooled to are still open after the export", open, len(*a.files))
+	}
 }
 
 // exportHeld is export with Source.MaxHeld set to maxHeld, checking that
@@ -158,12 +181,13 @@ func exportHeld(t *testing.T, data string, sel wacz.Selection, maxHeld int64) (s
 		t.Fatal(err)
 	}
 	defer f.Close()
-	src := spoolCheck{archive.NewLocal(index.New(db), filepath.Join(data, "warc")), t, maxHeld == 1}
+	src := spoolCheck{archive.NewLocal(index.New(db), filepath.Join(data, "warc")), t, maxHeld == 1, &sync.Mutex{}, new([]*os.File)}
 	tmp := t.TempDir()
 	s, err := wacz.Export(context.Background(), f, wacz.Source{Archive: src, TempDir: tmp, MaxHeld: maxHeld}, sel)
 	if err != nil {
 		t.Fatalf("export %+v: %v", sel, err)
 	}
+	src.checkClosed()
 	if left, _ := os.ReadDir(tmp); len(left) > 0 {
 		t.Errorf("the export left %d temporary files behind", len(left))
 	}
@@ -872,6 +896,7 @@ type failing struct {
 	rangePanics        bool // Range panics after its first capture
 	unasked            error
 	lookups            error // Captures and ByDigest fail: no revisit's original can be looked up
+	spoolFull          bool  // writing a spooled member fails, as on a full disk
 }
 
 func (a failing) Captures(ctx context.Context, urlKey string, reverse bool, fn func(index.Capture) (bool, error)) error {
@@ -909,6 +934,9 @@ func (a failing) CopyMember(ctx context.Context, c index.Capture, w io.Writer, h
 	}
 	if a.member != nil {
 		return warc.Header{}, nil, a.member
+	}
+	if _, toFile := w.(*os.File); toFile && a.spoolFull {
+		w = diskFull{}
 	}
 	return a.Archive.CopyMember(ctx, c, w, head)
 }
@@ -983,6 +1011,17 @@ func TestExportSaysWhatItCouldNotRead(t *testing.T) {
 	if err != nil || revisits == 0 || s.Unresolved != revisits || s.Unreadable != 0 || s.Captures != captures || !strings.Contains(s.FirstUnresolved, "node3") {
 		t.Errorf("originals not looked up: %+v, %v; want all %d captures written, the %d revisits counted unresolved", s, err, captures, revisits)
 	}
+	// The fixture's revisits of pages are answered 200, so they are still
+	// listed as pages (untitled).
+	if all, err := wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: local, TempDir: t.TempDir()}, wacz.Selection{}); err != nil || s.Pages != all.Pages {
+		t.Errorf("originals not looked up: %d pages listed, %d when they are (%v)", s.Pages, all.Pages, err)
+	}
+
+	// A temporary copy that cannot be written (a full disk) ends the
+	// export: it is not the records' fault.
+	if s, err := wacz.Export(context.Background(), io.Discard, wacz.Source{Archive: failing{Archive: local, spoolFull: true}, TempDir: t.TempDir(), MaxHeld: 1}, sel); !errors.Is(err, archive.ErrWrite) || s.Unreadable != 0 {
+		t.Errorf("spooling to a full disk: %+v, %v; want the export failed with archive.ErrWrite", s, err)
+	}
 
 	// A panic while captures are listed ends the export, and its reader
 	// goroutines with it.
@@ -997,3 +1036,8 @@ func TestExportSaysWhatItCouldNotRead(t *testing.T) {
 		}
 	}
 }
+
+// diskFull fails every write, as a full disk does.
+type diskFull struct{}
+
+func (diskFull) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }

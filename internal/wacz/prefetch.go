@@ -164,8 +164,12 @@ func (e *exporter) read(ctx context.Context, f *fetched) {
 	switch {
 	case f.c.Type == warc.TypeRevisit:
 		e.resolve(ctx, f, h)
-		if f.originalErr == nil && revisitsPage(f.c, f.original) {
+		switch {
+		case f.originalErr == nil && revisitsPage(f.c, f.original):
 			f.page, f.title = true, e.titles.of(ctx, e.src.Archive, f.original)
+		case f.originalErr != nil && !errors.Is(f.originalErr, archive.ErrNoOriginal):
+			// Not looked up (its node away): a page if it says so itself.
+			f.page = f.c.Status == 200 && isHTML(f.c.MIME)
 		}
 	case head > 0:
 		f.page, f.title = true, title(block)
@@ -187,6 +191,9 @@ type titleCache struct {
 const maxTitles = 4096
 
 func (tc *titleCache) put(recordID, title string) {
+	if recordID == "" {
+		return // imported without an ID: not a key
+	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	if tc.m == nil || len(tc.m) >= maxTitles {
@@ -202,7 +209,7 @@ func (tc *titleCache) of(ctx context.Context, a Archive, c index.Capture) string
 	tc.mu.Lock()
 	t, ok := tc.m[c.RecordID]
 	tc.mu.Unlock()
-	if ok {
+	if ok && c.RecordID != "" {
 		return t
 	}
 	if _, block, err := a.CopyMember(ctx, c, io.Discard, maxTitleScan); err == nil {
