@@ -118,6 +118,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the crawl to this file (go tool pprof reads it)")
 	memProfile := fs.String("memprofile", "", "write a profile of the crawl's allocations to this file at the end (go tool pprof -sample_index=alloc_space reads it)")
 	httpAddr := fs.String("http", "", "also serve the archive's replay on this address while crawling (as waggle serve does)")
+	replaySpool := fs.Int64("replay-spool", replay.DefaultSpoolBytes, "with --http: bytes of the payloads of captures over 64 MiB kept on disk (DIR/replay-spool) once replayed, for their range requests; 0 for none")
 	fs.BoolVar(&cfg.Recrawl, "recrawl", false, "also revisit the archive's URLs that are due (see --revisit): conditional GETs, revisit records for unchanged pages")
 	fs.BoolVar(&cfg.RecrawlAll, "recrawl-all", false, "revisit every URL in the archive now, due or not")
 	seeds, err := parseFlags(fs, args)
@@ -148,7 +149,8 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stop()
-	if err := crawlAndReport(ctx, cfg, stdout, stderr, *jsonOut, *httpAddr); err != nil {
+	mem := replayMemory{replay.DefaultPayloadCacheBytes, *replaySpool}
+	if err := crawlAndReport(ctx, cfg, stdout, stderr, *jsonOut, *httpAddr, mem); err != nil {
 		return err
 	}
 	return writeAllocProfile(*memProfile)
@@ -157,7 +159,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // crawlAndReport runs a crawl with a live progress line on a terminal and a
 // one-line summary at the end, serving replay on httpAddr meanwhile unless
 // it is empty.
-func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Writer, jsonOut bool, httpAddr string) error {
+func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Writer, jsonOut bool, httpAddr string, mem replayMemory) error {
 	c, err := crawl.Open(cfg)
 	if err != nil {
 		return err
@@ -173,7 +175,7 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 		served := make(chan struct{})
 		go func() {
 			defer close(served)
-			if err := serveArchive(serveCtx, c.Index(), cfg.Data, ui, content, defaultReplayMemory, stderr, stderr); err != nil {
+			if err := serveArchive(serveCtx, c.Index(), cfg.Data, ui, content, mem, stderr, stderr); err != nil {
 				fmt.Fprintln(stderr, "waggle: replay:", err)
 			}
 		}()

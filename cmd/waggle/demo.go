@@ -43,7 +43,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		AllowPrivate: true,
 		Logger:       slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	}
-	if err := crawlAndReport(ctx, cfg, stdout, stderr, false, ""); err != nil {
+	if err := crawlAndReport(ctx, cfg, stdout, stderr, false, "", defaultReplayMemory); err != nil {
 		return err
 	}
 	abs, _ := filepath.Abs(*data)

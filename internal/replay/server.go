@@ -105,12 +105,18 @@ func New(cfg Config) *Server {
 		payloads: newPayloadCache(cacheBytes),
 		verified: &verifiedBlocks{ids: map[string]bool{}},
 	}
-	if spoolBytes := cmp.Or(cfg.SpoolBytes, DefaultSpoolBytes); cfg.SpoolDir != "" && spoolBytes > 0 {
+	switch spoolBytes := cmp.Or(cfg.SpoolBytes, DefaultSpoolBytes); {
+	case cfg.SpoolDir != "" && spoolBytes > 0:
 		sp, err := newPayloadSpool(cfg.SpoolDir, spoolBytes)
 		if err != nil {
 			log.Warn("replay: large payloads will not be kept on disk", "err", err)
 		}
 		s.spool = sp
+	case cfg.SpoolDir != "":
+		// Off now, perhaps to free the disk: what an earlier run kept goes.
+		if err := emptySpool(cfg.SpoolDir); err != nil {
+			log.Warn("replay: emptying the spool of large payloads", "err", err)
+		}
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"container/list"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,7 +28,8 @@ type payloadSpool struct {
 	max int64
 
 	mu      sync.Mutex
-	held    int64
+	held    int64               // bytes of the payloads kept
+	filling int64               // bytes reserved for the fills in progress
 	entries map[string]*spooled // by record ID
 	lru     *list.List          // of *spooled, most recent first
 	seq     uint64              // names the files being written
@@ -52,13 +54,31 @@ type spooled struct {
 // newPayloadSpool empties dir, left by an earlier process, for a spool of
 // at most max bytes.
 func newPayloadSpool(dir string, max int64) (*payloadSpool, error) {
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("replay: spool: %w", err)
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("replay: spool: %w", err)
 	}
+	if err := emptySpool(dir); err != nil {
+		return nil, err
+	}
 	return &payloadSpool{dir: dir, max: max, entries: map[string]*spooled{}, lru: list.New()}, nil
+}
+
+// emptySpool removes what dir holds — not dir itself, which may be a link
+// to another disk — if it exists.
+func emptySpool(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replay: spool: %w", err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("replay: spool: %w", err)
+		}
+	}
+	return nil
 }
 
 // get returns the response of the capture whose record is id, its body
@@ -98,14 +118,14 @@ func (sp *payloadSpool) fits(id string, size int64) bool {
 // returns the file's path then, else "". The error is the block's: a write
 // that fails on this side only leaves the payload out of the spool.
 func (sp *payloadSpool) fill(id string, payload io.Reader, b *warc.Block, resp *response, skip, size int64) (string, error) {
-	// Each fill has a file of its own: two loads of one capture at once
-	// (without the memory cache, which shares them) each write theirs.
-	sp.mu.Lock()
-	sp.seq++
-	path := filepath.Join(sp.dir, fmt.Sprint(sp.seq))
-	sp.mu.Unlock()
+	path, ok := sp.reserve(id, size)
+	if !ok {
+		_, err := b.Check()
+		return "", err
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
+		sp.release(size)
 		sp.unkeptNow(id)
 		_, cerr := b.Check()
 		return "", cerr
@@ -120,6 +140,7 @@ func (sp *payloadSpool) fill(id string, payload io.Reader, b *warc.Block, resp *
 	}
 	if err != nil || w.err != nil || n != size {
 		os.Remove(path)
+		sp.release(size)
 		if err == nil {
 			sp.unkeptNow(id)
 		}
@@ -127,6 +148,7 @@ func (sp *payloadSpool) fill(id string, payload io.Reader, b *warc.Block, resp *
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	sp.filling -= size
 	if old, ok := sp.entries[id]; ok {
 		sp.drop(old) // a load that raced this one
 	}
@@ -135,16 +157,52 @@ func (sp *payloadSpool) fill(id string, payload io.Reader, b *warc.Block, resp *
 	sp.entries[id] = e
 	sp.held += size
 	sp.fills++
-	for sp.held > sp.max && sp.lru.Len() > 1 {
+	for sp.held+sp.filling > sp.max && sp.lru.Len() > 1 {
 		sp.drop(sp.lru.Back().Value.(*spooled))
 	}
 	return path, nil
+}
+
+// reserve makes room for a payload of size bytes, letting the least
+// recently used go, and names its file. It declines when the fills in
+// progress hold the room (the request reads the record as without a
+// spool), or when the disk would be left with less free space than the
+// payload takes — the crawl writes its WARC files there too —, which
+// marks the payload not to be tried again.
+func (sp *payloadSpool) reserve(id string, size int64) (string, bool) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for sp.held+sp.filling+size > sp.max && sp.lru.Len() > 0 {
+		sp.drop(sp.lru.Back().Value.(*spooled))
+	}
+	if sp.held+sp.filling+size > sp.max {
+		return "", false
+	}
+	if free, ok := freeBytes(sp.dir); ok && free < 2*size {
+		sp.unkeptLocked(id)
+		return "", false
+	}
+	sp.filling += size
+	// Each fill has a file of its own: two loads of one capture at once
+	// (without the memory cache, which shares them) each write theirs.
+	sp.seq++
+	return filepath.Join(sp.dir, fmt.Sprint(sp.seq)), true
+}
+
+func (sp *payloadSpool) release(size int64) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.filling -= size
 }
 
 // unkeptNow notes that id's payload could not be written here.
 func (sp *payloadSpool) unkeptNow(id string) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	sp.unkeptLocked(id)
+}
+
+func (sp *payloadSpool) unkeptLocked(id string) {
 	if sp.unkept == nil || len(sp.unkept) >= maxVerified {
 		sp.unkept = map[string]bool{}
 	}

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -166,5 +167,49 @@ func TestDamagedLargeCaptureIsNotSpooled(t *testing.T) {
 	}
 	if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
 		t.Errorf("%d files left in the spool (%v)", len(left), err)
+	}
+}
+
+// The spool is emptied when replay starts, turned off or not; a spool
+// directory that is a link to another disk stays one.
+func TestSpoolEmptiedAtStart(t *testing.T) {
+	elsewhere := t.TempDir()
+	link := filepath.Join(t.TempDir(), "spool")
+	if err := os.Symlink(elsewhere, link); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	for _, bytes := range []int64{0, -1} { // the default bound, and none
+		stale := filepath.Join(elsewhere, "7")
+		if err := os.WriteFile(stale, []byte("an earlier run's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		New(Config{Archive: archive.NewLocal(nil, t.TempDir()), SpoolDir: link, SpoolBytes: bytes})
+		if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("spool bytes %d: an earlier run's file is still there: %v", bytes, err)
+		}
+		if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("spool bytes %d: the link to the spool's disk was replaced: %v", bytes, err)
+		}
+	}
+}
+
+// The fills in progress count against the bound: two payloads that fit
+// only one at a time are not written at once.
+func TestSpoolReservesRoomForFills(t *testing.T) {
+	sp, err := newPayloadSpool(filepath.Join(t.TempDir(), "spool"), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, ok := sp.reserve("a", 60)
+	if !ok {
+		t.Fatal("no room for the first payload in an empty spool")
+	}
+	if _, ok := sp.reserve("b", 60); ok {
+		t.Error("a second fill of 60 bytes was let in beside one of 60, in a spool of 100")
+	}
+	sp.release(60)
+	second, ok := sp.reserve("b", 60)
+	if !ok || second == first {
+		t.Errorf("after the first fill gave up its room: %v, file %q (the first's %q)", ok, second, first)
 	}
 }
