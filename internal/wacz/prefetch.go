@@ -181,42 +181,67 @@ func (e *exporter) read(ctx context.Context, f *fetched) {
 
 // titleCache keeps the titles of pages recently read, by record ID, so
 // that the revisits of a page (adjacent in the index: one URL's captures
-// in time order) read their original's record once for its title.
+// in time order, read four at a time) read their original's record once
+// for its title: a title being read is waited for, not read again.
 type titleCache struct {
 	mu sync.Mutex
-	m  map[string]string
+	m  map[string]*cachedTitle
+}
+
+// cachedTitle is a title in a titleCache, known once done is closed.
+type cachedTitle struct {
+	done  chan struct{}
+	title string
 }
 
 // maxTitles bounds a titleCache; full, it starts afresh.
 const maxTitles = 4096
 
-func (tc *titleCache) put(recordID, title string) {
+// entry returns recordID's entry, and whether the caller made it and must
+// fill it; "" (a record imported without an ID) is no key.
+func (tc *titleCache) entry(recordID string) (*cachedTitle, bool) {
 	if recordID == "" {
-		return // imported without an ID: not a key
+		return &cachedTitle{done: make(chan struct{})}, true
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	if tc.m == nil || len(tc.m) >= maxTitles {
-		tc.m = map[string]string{}
+	if pt, ok := tc.m[recordID]; ok {
+		return pt, false
 	}
-	tc.m[recordID] = title
+	if tc.m == nil || len(tc.m) >= maxTitles {
+		tc.m = map[string]*cachedTitle{}
+	}
+	pt := &cachedTitle{done: make(chan struct{})}
+	tc.m[recordID] = pt
+	return pt, true
+}
+
+// put notes the title of the page whose response record is recordID's.
+func (tc *titleCache) put(recordID, title string) {
+	if pt, mine := tc.entry(recordID); mine {
+		pt.title = title
+		close(pt.done)
+	}
 }
 
 // of returns the title of the page whose response record is c's, reading
-// the record for it unless the cache has it: "" when it cannot be read (the
-// revisit is still listed, untitled).
+// the record for it unless the cache has it or is reading it: "" when it
+// cannot be read (the revisit is still listed, untitled).
 func (tc *titleCache) of(ctx context.Context, a Archive, c index.Capture) string {
-	tc.mu.Lock()
-	t, ok := tc.m[c.RecordID]
-	tc.mu.Unlock()
-	if ok && c.RecordID != "" {
-		return t
+	pt, mine := tc.entry(c.RecordID)
+	if !mine {
+		select {
+		case <-pt.done:
+			return pt.title
+		case <-ctx.Done():
+			return ""
+		}
 	}
+	defer close(pt.done) // even if the read panics: no one waits for ever
 	if _, block, err := a.CopyMember(ctx, c, io.Discard, maxTitleScan); err == nil {
-		t = title(block)
+		pt.title = title(block)
 	}
-	tc.put(c.RecordID, t)
-	return t
+	return pt.title
 }
 
 func (e *exporter) maxHeld() int64 {
