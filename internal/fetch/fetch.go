@@ -263,6 +263,7 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Response, error) {
 			}
 		}
 	}
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.TotalTimeout)
 	defer cancel()
 	start := time.Now()
@@ -283,6 +284,11 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Response, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("fetch %s: %w", req.URL, err)
+		}
+		if resp.Truncated != "" && caller.Err() != nil {
+			// Cut short because the caller stopped (a crawl interrupted),
+			// not by the timeout: not a capture, to be fetched again.
+			return nil, fmt.Errorf("fetch %s: stopped part way: %w", req.URL, caller.Err())
 		}
 		resp.Start = start
 		resp.URL = req.URL

@@ -383,6 +383,48 @@ func TestHostileResponses(t *testing.T) {
 	}
 }
 
+// A body cut short by the caller stopping (a crawl interrupted) is not a
+// capture cut by the timeout: Fetch fails, so that the URL is fetched
+// again; one cut by the fetcher's own timeout is a truncated capture.
+func TestInterruptedBodyIsNoCapture(t *testing.T) {
+	partSent := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000000")
+		w.Write(bytes.Repeat([]byte("v"), 1000))
+		w.(http.Flusher).Flush()
+		select {
+		case partSent <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done() // the rest never comes
+	}))
+	defer srv.Close()
+	f := newFetcher(t, Config{TotalTimeout: time.Minute, ReadTimeout: time.Minute})
+	// The cancel must land once the headers are read, which the server
+	// cannot see: it comes a while after they were sent, and an attempt
+	// where it still came first is made again.
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-partSent; time.Sleep(200 * time.Millisecond); cancel() }()
+		r, err := f.Fetch(ctx, Request{URL: srv.URL})
+		cancel()
+		if err != nil && strings.Contains(err.Error(), "no response headers") {
+			if attempt == 4 {
+				t.Skip("the cancel came before the headers were read, five times")
+			}
+			continue
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("a body cut by the caller's cancel: %v (a response: %v); want context.Canceled", err, r != nil)
+		}
+		break
+	}
+	quick := newFetcher(t, Config{TotalTimeout: 300 * time.Millisecond, ReadTimeout: time.Minute})
+	if r, err := quick.Fetch(context.Background(), Request{URL: srv.URL}); err != nil || r.Truncated != "time" || len(r.Body) != 1000 {
+		t.Errorf("a body cut by the timeout: %v; want it kept, truncated \"time\"", err)
+	}
+}
+
 // BenchmarkFetch compares our recording client with a plain net/http loop
 // over keep-alive connections to the same local server.
 func BenchmarkFetch(b *testing.B) {
