@@ -214,6 +214,12 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 		}
 		fmt.Fprintf(stderr, "%s could not be fetched for a reason that may pass (host or network down): run the same command again to retry\n", what)
 	}
+	if s.Truncated > 0 {
+		fmt.Fprintf(stderr, "%d captures were archived cut short (WARC-Truncated: over --max-body-size, past --timeout, or the server closed the connection early); -v names them\n", s.Truncated)
+	}
+	if s.Forbidden > 0 && !cfg.AllowPrivate {
+		fmt.Fprintf(stderr, "%d URLs were not fetched: their hosts have loopback or private addresses, which a crawl refuses unless given --allow-private\n", s.Forbidden)
+	}
 	if cfg.MaxPages > 0 && s.Captures >= int64(cfg.MaxPages) && s.Queued > 0 && runErr == nil {
 		fmt.Fprintf(stderr, "stopped at --max-pages %d: the archive holds %d captures, revisits included; %d URLs are still queued (raise --max-pages to go on)\n", cfg.MaxPages, s.Captures, s.Queued)
 	}
@@ -259,6 +265,8 @@ func summaryJSON(s crawl.Stats, data string) map[string]any {
 		"deferred":         s.Deferred,
 		"retried":          s.Retried,
 		"robots_blocked":   s.Robots,
+		"forbidden":        s.Forbidden,
+		"truncated":        s.Truncated,
 		"queued":           s.Queued,
 		"hosts":            s.Hosts,
 		"elapsed_seconds":  s.Elapsed.Seconds(),

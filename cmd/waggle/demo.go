@@ -51,8 +51,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "  WARC files:   %s\n", filepath.Join(abs, "warc"))
 	fmt.Fprintf(stdout, "  capture index: waggle index export --data %s\n", *data)
 	fmt.Fprintf(stdout, "Next:\n")
-	fmt.Fprintf(stdout, "  go run ./cmd/waggle demo --max-pages %d   continues the same crawl: nothing archived is fetched again\n", 2**maxPages)
+	fmt.Fprintf(stdout, "  go run ./cmd/waggle demo --data %s --max-pages %d   continues the same crawl: nothing archived is fetched again\n", *data, 2**maxPages)
 	fmt.Fprintf(stdout, "  open the WARC files with any WARC tool (warcio, pywb, ReplayWeb.page), or export them: waggle export wacz --data %s --out demo.wacz\n", *data)
+	if *httpAddr != "" {
+		fmt.Fprintf(stdout, "  (the index and export commands need the data directory to themselves: stop the demo's replay first)\n")
+	}
 	if *httpAddr == "" {
 		return nil
 	}

@@ -440,3 +440,36 @@ func checkRecrawlPages(t *testing.T, path string) {
 		t.Errorf("%d pages listed, %d with a title", len(byURL), titled)
 	}
 }
+
+// A crawl says what it did not archive whole: URLs refused for their
+// private addresses (with the flag that permits them), and captures cut
+// short, in its summary and its JSON.
+func TestCrawlSaysWhatItRefusedOrCut(t *testing.T) {
+	web := websim.New(websim.Config{Seed: 3, Hosts: 2, Pages: 10})
+	sim, err := websim.Start("127.0.0.1:0", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	crawl := func(args ...string) (map[string]any, string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		args = append([]string{"crawl", "--data", t.TempDir(), "--delay", "0", "--json"}, args...)
+		if code := run(context.Background(), args, &out, &errOut); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
+		}
+		var s map[string]any
+		if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+			t.Fatalf("summary %q: %v", out.String(), err)
+		}
+		return s, errOut.String()
+	}
+	s, msg := crawl(sim.URL() + "/")
+	if s["forbidden"].(float64) != 1 || !strings.Contains(msg, "--allow-private") {
+		t.Errorf("a loopback seed without --allow-private: forbidden %v, stderr %q; want it counted and the flag named", s["forbidden"], msg)
+	}
+	s, msg = crawl("--proxy", sim.URL(), "--allow-private", "--max-body-size", "100", "--scope", "any", web.Seeds()[0])
+	if s["truncated"].(float64) == 0 || !strings.Contains(msg, "archived cut short") {
+		t.Errorf("pages over --max-body-size: truncated %v, stderr %q; want them counted and said", s["truncated"], msg)
+	}
+}

@@ -337,6 +337,7 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 	}
 	if resp.Truncated != "" {
 		rec.Header.Set("WARC-Truncated", resp.Truncated)
+		c.stats.truncated.Add(1)
 	}
 	recs := append([]*warc.Record{rec}, r.companions...)
 	cp := index.Capture{

@@ -573,7 +573,14 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 	}
 	uri := rec.TargetURI()
 	if lower := strings.ToLower(uri); !strings.HasPrefix(lower, "http://") && !strings.HasPrefix(lower, "https://") {
-		return nil, "" // dns:, metadata:, urn: … records are kept but have no URL to replay
+		scheme, _, _ := strings.Cut(lower, ":")
+		switch scheme {
+		case "dns", "metadata", "urn", "":
+			// A crawler's own records (Heritrix's DNS lookups, metadata):
+			// kept, with no page to replay, and too common to warn of.
+			return nil, ""
+		}
+		return nil, fmt.Sprintf("a %.20s: URL, which replay does not serve (http and https only)", scheme)
 	}
 	if rec.Header.Get("WARC-Segment-Number") != "" {
 		return nil, "a segmented record (WARC-Segment-Number) cannot be replayed"

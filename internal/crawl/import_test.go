@@ -779,18 +779,19 @@ func TestImportRevisitSimHashFromOriginal(t *testing.T) {
 }
 
 // A response dated before 1970, which the index would sort out of order,
-// is kept in the archive (nothing is lost) but not indexed, and counted;
-// the same file with its date as written indexes it.
+// or of an ftp: URL, which replay does not serve, is kept in the archive
+// (nothing is lost) but not indexed, and counted; the same file as written
+// indexes it. A dns: record, a crawler's own, is kept and not counted.
 func TestImportKeepsButDoesNotIndexPre1970(t *testing.T) {
-	write := func(date string) string {
+	write := func(change func(*warc.Record)) string {
 		dir := t.TempDir()
 		w, err := warc.NewWriter(dir, warc.WriterOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range readRecords(t, wgetWARC) {
-			if r.Type() == warc.TypeResponse && date != "" {
-				r.Header.Set("WARC-Date", date)
+			if r.Type() == warc.TypeResponse && change != nil {
+				change(r)
 			}
 			if _, err := w.Write(r); err != nil {
 				t.Fatal(err)
@@ -802,15 +803,25 @@ func TestImportKeepsButDoesNotIndexPre1970(t *testing.T) {
 		}
 		return filepath.Join(dir, name)
 	}
-	if s := importFiles(t, t.TempDir(), write("")); s.Captures != 1 || s.Unindexed != 0 {
+	if s := importFiles(t, t.TempDir(), write(nil)); s.Captures != 1 || s.Unindexed != 0 {
 		t.Fatalf("fixture: the file as written imports as %+v; want its one page indexed", s)
 	}
-	data, old := t.TempDir(), write("1969-07-20T20:17:40Z")
-	s := importFiles(t, data, old)
-	if s.Unindexed != 1 || s.Captures != 0 || s.Rejected != 0 || s.Written != s.Records {
-		t.Errorf("stats %+v; want the 1969 page written, not indexed, and counted", s)
-	}
-	if s := importFiles(t, data, old); s.Unindexed != 0 || s.Written != 0 || s.Duplicates != s.Records {
-		t.Errorf("the same file again: %+v; want every record a duplicate, none counted as kept", s)
+	for _, tc := range []struct {
+		name    string
+		change  func(*warc.Record)
+		counted int64
+	}{
+		{"dated 1969", func(r *warc.Record) { r.Header.Set("WARC-Date", "1969-07-20T20:17:40Z") }, 1},
+		{"of an ftp: URL", func(r *warc.Record) { r.Header.Set("WARC-Target-URI", "ftp://ftp.example/file") }, 1},
+		{"of a dns: lookup", func(r *warc.Record) { r.Header.Set("WARC-Target-URI", "dns:www.example.com") }, 0},
+	} {
+		data, old := t.TempDir(), write(tc.change)
+		s := importFiles(t, data, old)
+		if s.Unindexed != tc.counted || s.Captures != 0 || s.Rejected != 0 || s.Written != s.Records {
+			t.Errorf("%s: stats %+v; want the page written, not indexed, and %d counted", tc.name, s, tc.counted)
+		}
+		if s := importFiles(t, data, old); s.Unindexed != 0 || s.Written != 0 || s.Duplicates != s.Records {
+			t.Errorf("%s: the same file again: %+v; want every record a duplicate, none counted as kept", tc.name, s)
+		}
 	}
 }

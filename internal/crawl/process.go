@@ -90,6 +90,7 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 		if !d.Allowed && errors.Is(d.Err, fetch.ErrForbiddenAddress) {
 			log.Warn("fetch refused", "err", d.Err)
 			c.stats.errors.Add(1)
+			c.stats.forbidden.Add(1)
 			r.outcome = "forbidden"
 			return r, nil, nil
 		}
@@ -117,6 +118,7 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 		c.stats.errors.Add(1)
 		switch {
 		case errors.Is(err, fetch.ErrForbiddenAddress):
+			c.stats.forbidden.Add(1)
 			r.outcome = "forbidden"
 			log.Warn("fetch failed", "err", err)
 		case fetch.Transient(err):

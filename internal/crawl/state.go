@@ -258,6 +258,13 @@ type Stats struct {
 	Deferred, Retried int64
 	RetryAt           time.Time
 	Robots            int64 // URLs not fetched because robots.txt disallows them
+	// Forbidden counts URLs not fetched because their hosts have loopback
+	// or private addresses (Config.AllowPrivate off).
+	Forbidden int64
+	// Truncated counts the captures this run archived cut short
+	// (WARC-Truncated): over MaxBodySize, past the timeout, or the server
+	// closing the connection early.
+	Truncated int64
 	// Recovered counts URLs not fetched because another node had archived
 	// them (Config.Recover).
 	Recovered int64
@@ -283,6 +290,8 @@ type counters struct {
 	base            state        // as loaded at Open
 	captures, bytes atomic.Int64
 	errors, robots  atomic.Int64
+	forbidden       atomic.Int64
+	truncated       atomic.Int64
 	recovered       atomic.Int64
 	notModified     atomic.Int64
 	unchanged       atomic.Int64
@@ -304,6 +313,8 @@ func (c *counters) snapshot() Stats {
 		Bytes:     c.bytes.Load(),
 		Errors:    c.errors.Load(),
 		Robots:    c.robots.Load(),
+		Forbidden: c.forbidden.Load(),
+		Truncated: c.truncated.Load(),
 		Recovered: c.recovered.Load(),
 
 		NotModified:    c.notModified.Load(),

@@ -58,6 +58,10 @@ type CrawlStatus struct {
 	Deferred int64 `json:"deferred"`
 	Retried  int64 `json:"retried"`
 	Robots   int64 `json:"robots_blocked"`
+	// Forbidden and Truncated are crawl.Stats's: URLs refused for their
+	// private addresses, captures archived cut short.
+	Forbidden int64 `json:"forbidden"`
+	Truncated int64 `json:"truncated"`
 	// Recovered counts URLs not fetched because the previous holder of
 	// their host had them (page recovery).
 	Recovered int64 `json:"recovered"`
@@ -147,7 +151,7 @@ func (n *Node) localStatus() Status {
 		},
 		Crawl: CrawlStatus{
 			Captures: cs.Captures, Bytes: cs.Bytes, Errors: cs.Errors, Deferred: cs.Deferred, Retried: cs.Retried,
-			Robots: cs.Robots, Recovered: cs.Recovered,
+			Robots: cs.Robots, Forbidden: cs.Forbidden, Truncated: cs.Truncated, Recovered: cs.Recovered,
 			Revisits:       RevisitStatus{NotModified: cs.NotModified, Unchanged: cs.Unchanged, Duplicate: cs.Duplicates},
 			Stored:         cs.Stored,
 			RevisitsQueued: cs.RevisitsQueued,
