@@ -43,6 +43,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *host != "" && *prefix != "" {
 		return fmt.Errorf("%w: --host and --prefix cannot be combined", errUsage)
 	}
+	if fi, err := os.Stat(*out); err == nil && fi.IsDir() {
+		return fmt.Errorf("%w: --out %s is a directory; name the file to write", errUsage, *out)
+	}
 	sel := wacz.Selection{Host: *host, Prefix: *prefix}
 	if sel.Prefix != "" && !strings.Contains(sel.Prefix, "://") {
 		sel.Prefix = "http://" + sel.Prefix // scheme does not matter in a SURT prefix
@@ -58,6 +61,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("%w: --to: %v", errUsage, err)
 		}
 		sel.To = last.Add(time.Second) // the selection's end is exclusive
+	}
+	if *from != "" && *to != "" && !sel.From.Before(sel.To) {
+		return fmt.Errorf("%w: --from %s is after --to %s", errUsage, *from, *to)
 	}
 	// Write beside the destination and rename at the end, so an interrupted
 	// export leaves no partial WACZ under the name asked for. The partial

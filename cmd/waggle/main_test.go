@@ -209,6 +209,8 @@ func TestUsageErrors(t *testing.T) {
 		{"crawl", "--retry-wait", "0s", "http://example.com/"},
 		{"node", "--workers", "0", "--data", t.TempDir()},
 		{"crawl", "--data", filepath.Join(t.TempDir(), "typo")}, // no seeds, no archive to go on with
+		{"export", "wacz", "--out", t.TempDir()},                // a directory
+		{"export", "wacz", "--out", "x.wacz", "--from", "20270101", "--to", "2026"},
 		{"index"},
 	} {
 		var out, errs bytes.Buffer
