@@ -238,13 +238,22 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 	seen := map[string]bool{} // record IDs in this group
 	for i := range group {
 		r := &group[i]
+		// Whether the capture these copies follow is being stored: its
+		// request and metadata records then go right after it, even if
+		// they are here already — after a copy of the capture that left
+		// the index (released, damaged), where export and hand-over,
+		// which look for them after the capture, would not find them.
+		withCapture := false
 		for j, cp := range r.copies {
 			id := r.copyIDs[j]
 			have, err := haveRecord(b, id, cp.Capture)
 			if err != nil {
 				return nil, err
 			}
-			if have || seen[id] {
+			if cp.Capture != nil {
+				withCapture = !have && !seen[id]
+			}
+			if have && !(cp.Capture == nil && withCapture) || seen[id] {
 				continue
 			}
 			seen[id] = true

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/warc"
@@ -211,5 +214,72 @@ func TestStoredRevisitKeepsItsOriginal(t *testing.T) {
 		if de.ETag != se.ETag {
 			t.Errorf("%s: the copy's entry has ETag %q, the source's %q", u, de.ETag, se.ETag)
 		}
+	}
+}
+
+// A capture that left the index here (released on a hand-over, dropped as
+// damaged) and comes back as a copy is stored with its request and
+// metadata records right after it, although they are here already: that
+// is where export and hand-over look for them.
+func TestCopyStoredAgainBringsItsCompanions(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 5, Hosts: 2, Pages: 10})
+	src := testConfig(t, srv.URL(), web.Seeds()...)
+	runCrawl(t, src)
+	companionsOf := func(data string, cp index.Capture) []warc.Location {
+		t.Helper()
+		db, err := OpenDB(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		locs, err := archive.NewLocal(index.New(db), filepath.Join(data, "warc")).CompanionLocations(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return locs
+	}
+	var page index.Capture
+	for _, cs := range archived(t, src.Data) {
+		if cs[0].Type == warc.TypeResponse && cs[0].MIME == "text/html" {
+			page = cs[0]
+			break
+		}
+	}
+	srcLocs := companionsOf(src.Data, page)
+	if len(srcLocs) == 0 {
+		t.Fatalf("the crawl wrote no request or metadata record after %s", page.URL)
+	}
+	srcDir := filepath.Join(src.Data, "warc")
+	copies := []Copy{{Member: member(t, srcDir, warc.Location{Segment: page.Segment, Offset: page.Offset, Length: page.Length}), Capture: &page}}
+	for _, l := range srcLocs {
+		copies = append(copies, Copy{Member: member(t, srcDir, l)})
+	}
+
+	dst := testConfig(t, srv.URL())
+	c, stop := running(t, dst)
+	ctx := context.Background()
+	if n, err := c.Store(ctx, copies); err != nil || n != len(copies) {
+		t.Fatalf("first copy: %d stored, %v", n, err)
+	}
+	err := c.Update(ctx, func(b *pebble.Batch) error {
+		cur, _, err := index.Lookup(b, page.URLKey, page.Time)
+		if err != nil {
+			return err
+		}
+		return Release(b, cur, nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Store(ctx, copies); err != nil || n != len(copies) {
+		t.Errorf("the copy again, once released: %d stored, %v; want the capture and its %d companions", n, err, len(srcLocs))
+	}
+	stop()
+	again := archived(t, dst.Data)[page.URL]
+	if len(again) != 1 {
+		t.Fatalf("%s is indexed %d times", page.URL, len(again))
+	}
+	if got := companionsOf(dst.Data, again[0]); len(got) != len(srcLocs) {
+		t.Errorf("after the capture's second copy, %d request and metadata records follow it; want %d", len(got), len(srcLocs))
 	}
 }
