@@ -208,6 +208,13 @@ func TestUsageErrors(t *testing.T) {
 		{"crawl", "--retries", "11", "http://example.com/"},
 		{"crawl", "--retry-wait", "0s", "http://example.com/"},
 		{"node", "--workers", "0", "--data", t.TempDir()},
+		{"node", "--replicas", "0", "--data", t.TempDir()},
+		{"node", "--capacity", "0", "--data", t.TempDir()},
+		{"node", "--repair-every", "0s", "--data", t.TempDir()},
+		{"node", "--repair-rate", "-5", "--data", t.TempDir()},
+		{"node", "--scrub-rate", "-2", "--data", t.TempDir()},
+		{"node", "--join", "foo", "--network", filepath.Join(t.TempDir(), "none.pem"), "--data", t.TempDir()}, // a usage error before the missing credential
+		{"status", "--data", t.TempDir(), "extra"},
 		{"crawl", "--data", filepath.Join(t.TempDir(), "typo")}, // no seeds, no archive to go on with
 		{"export", "wacz", "--out", t.TempDir()},                // a directory
 		{"export", "wacz", "--out", "x.wacz", "--from", "20270101", "--to", "2026"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,7 +26,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	scope, delay := crawlFlags(fs, &cfg.Crawl)
 	fs.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:8080", "address of the replay interface and /api/status (\"\" for none)")
 	fs.StringVar(&cfg.ContentAddr, "content-http", "", "address replayed pages are served from (default: the --http host, next port)")
-	network := fs.String("network", "", "credential file from `waggle network admit` (none: a single node)")
+	network := fs.String("network", "", "credential `FILE` from 'waggle network admit' (none: a single node)")
 	fs.StringVar(&cfg.PeerAddr, "peer", "", "address for peer RPC over mutual TLS, e.g. 0.0.0.0:7400 (with --network)")
 	fs.StringVar(&cfg.GossipAddr, "gossip", "", "address for membership gossip, TCP and UDP (default: the --peer host, next port)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host name or IP the other nodes reach this node at (default: the --peer host)")
@@ -46,11 +47,33 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := finishCrawlFlags(&cfg.Crawl, *scope, *delay); err != nil {
 		return err
 	}
+	// The node takes zero for its defaults; a flag given zero is a mistake.
+	for _, c := range []struct {
+		bad  bool
+		flag string
+		want string
+		val  any
+	}{
+		{cfg.Replicas < 1, "replicas", "at least 1 (and the same on every node of the network)", cfg.Replicas},
+		{cfg.Capacity < 1 || cfg.Capacity > membership.MaxCapacity, "capacity", fmt.Sprintf("1 to %d", membership.MaxCapacity), cfg.Capacity},
+		{cfg.RepairEvery <= 0, "repair-every", "more than 0", cfg.RepairEvery},
+		{cfg.RepairRate <= 0, "repair-rate", "more than 0", cfg.RepairRate},
+		{cfg.ScrubRate < -1 || cfg.ScrubRate == 0, "scrub-rate", "-1 (none) or more than 0", cfg.ScrubRate},
+	} {
+		if c.bad {
+			return fmt.Errorf("%w: --%s %v: want %s", errUsage, c.flag, c.val, c.want)
+		}
+	}
 	cfg.ReplayCacheBytes = replayCacheBytes(*replayCache)
 	cfg.ReplaySpoolBytes = replayCacheBytes(*replaySpool)
 	cfg.Crawl.Seeds = seeds
 	if *join != "" {
 		cfg.Join = strings.Split(*join, ",")
+		for _, a := range cfg.Join {
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				return fmt.Errorf("%w: --join %q: want host:port addresses, comma-separated", errUsage, a)
+			}
+		}
 	}
 	if *network != "" {
 		if cfg.Credential, err = admission.Load(*network); err != nil {
@@ -107,8 +130,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("status", "--data DIR [--json]", stderr)
 	data := fs.String("data", "./waggle-data", "data directory of the running node")
 	jsonOut := fs.Bool("json", false, "print the status as JSON (as /api/status serves it)")
-	if _, err := parseFlags(fs, args); err != nil {
+	if rest, err := parseFlags(fs, args); err != nil {
 		return err
+	} else if len(rest) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, rest[0])
 	}
 	st, err := node.QueryStatus(ctx, *data)
 	if err != nil {
@@ -175,14 +200,28 @@ func runNodeLeave(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	// Asked first, so that nothing is announced when no node runs there.
+	// Asked first, so that nothing is announced when no node runs there,
+	// or when it cannot leave.
 	st, err := node.QueryStatus(ctx, *data)
 	if err != nil {
 		return err
 	}
+	switch {
+	case st.Node.Network == "":
+		return fmt.Errorf("the node on %s is a single node: it has no network to leave (stop it instead)", *data)
+	case len(st.Members) < 2:
+		return fmt.Errorf("%s is the last node of its network: leaving would lose the archive (stop it instead)", st.Node.Name)
+	}
 	fmt.Fprintf(stdout, "%s: handing captures and URLs over to the other nodes…\n", st.Node.Name)
 	if err := node.Leave(ctx, *data); err != nil {
 		return err
+	}
+	// The node answers once it has handed everything over; it then
+	// closes its data directory, which is not free until it has.
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := node.WaitStopped(wctx, *data); err != nil {
+		return fmt.Errorf("%s has left the network but has not stopped within a minute (%w): see its log", st.Node.Name, err)
 	}
 	fmt.Fprintln(stdout, "the node has left the network and stopped; its data directory may be removed")
 	return nil

@@ -39,6 +39,56 @@ func TestNodeProcesses(t *testing.T) {
 	bin := buildWaggle(t)
 	t.Run("stable", func(t *testing.T) { testStableNetwork(t, bin) })
 	t.Run("kill-restart", func(t *testing.T) { testKillRestart(t, bin) })
+	t.Run("leave", func(t *testing.T) { testLeaveCommand(t, bin) })
+}
+
+// testLeaveCommand has one node of two leave with `waggle node leave`: the
+// command returns once the process has exited, its captures on the other
+// node; the last node is refused, with nothing announced.
+func testLeaveCommand(t *testing.T, bin string) {
+	web := websim.New(websim.Config{Seed: 9, Hosts: 4, Pages: 40})
+	sim, err := websim.Start("127.0.0.1:0", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	c := newCluster(t, bin)
+	nodes := c.startNetwork(2, sim.URL(), 1)
+	c.submit(nodes[0], web.Seeds())
+	var before int64 // captures the two nodes made (robots.txt aside)
+	for _, st := range c.waitQuiet(nodes) {
+		before += st.Crawl.Captures
+	}
+	out := c.waggle("node", "leave", "--data", nodes[1].data)
+	if !strings.Contains(out, "has left the network and stopped") {
+		t.Fatalf("node leave printed %q", out)
+	}
+	// Its data directory closed, the process has nothing left but to exit.
+	select {
+	case <-nodes[1].proc.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node that left is still running 30 s after node leave returned")
+	}
+	if code := nodes[1].proc.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("the node that left exited with %d", code)
+	}
+	c.waitMembers(1, nodes[0])
+	cmd := exec.Command(bin, "node", "leave", "--data", nodes[0].data)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil || stdout.Len() > 0 || !strings.Contains(stderr.String(), "last node") {
+		t.Errorf("node leave on the last node: %v, stdout %q, stderr %q; want refused, nothing announced", err, stdout.String(), stderr.String())
+	}
+	c.stop(nodes[0].proc)
+	var after int64
+	for _, cp := range c.index(nodes[0].data) {
+		if !strings.HasSuffix(cp.url, "/robots.txt") {
+			after++
+		}
+	}
+	if before == 0 || after < before {
+		t.Errorf("the remaining node holds %d captures; the two had made %d before one left", after, before)
+	}
 }
 
 // hostPages is the crawl's trap limit (URLs per host) in these tests: it

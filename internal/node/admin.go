@@ -59,9 +59,26 @@ func listenAdmin(data string) (*adminServer, error) {
 	return &adminServer{ln: ln, path: path}, nil
 }
 
-func (a *adminServer) close() {
-	a.ln.Close()
-	os.Remove(a.path)
+func (a *adminServer) close() { a.ln.Close() }
+
+// remove takes the socket's name away: the last thing a node does, once
+// its data directory is closed, which WaitStopped waits for.
+func (a *adminServer) remove() { os.Remove(a.path) }
+
+// WaitStopped waits until the node running on data has stopped and closed
+// its data directory (its admin socket is gone), or ctx ends.
+func WaitStopped(ctx context.Context, data string) error {
+	path := filepath.Join(data, AdminSocket)
+	for {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // submitRequest and submitAnswer are the admin socket's POST /submit.

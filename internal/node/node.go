@@ -549,6 +549,9 @@ func (n *Node) close() {
 		n.db.Close()
 		n.db = nil
 	}
+	if n.admin != nil {
+		n.admin.remove()
+	}
 }
 
 // Addrs are where a running node serves.
