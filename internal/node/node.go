@@ -440,6 +440,35 @@ func (n *Node) liveNodes() []archive.Node {
 	return out
 }
 
+// credentialWarning is how long before its credential expires a node
+// says so in its log.
+const credentialWarning = 7 * 24 * time.Hour
+
+// untilExpired waits until the node's credential expires, then says so:
+// the other nodes refuse it from then on, and a node they gossip with but
+// will not talk to would hold its share of the ring, its URLs piling up
+// in their outboxes. It warns a week ahead.
+func (n *Node) untilExpired(ctx context.Context, cred *admission.Credential) error {
+	left := time.Until(cred.NotAfter())
+	if left < credentialWarning {
+		n.log.Warn("node: this node's credential expires soon; renew it (waggle network admit --renew) and restart the node before then",
+			"expires", cred.NotAfter().UTC().Format(time.RFC3339))
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%w: %s expired at %s; renew it (waggle network admit --renew) and start the node again",
+			ErrCredentialExpired, cred.Name(), cred.NotAfter().UTC().Format(time.RFC3339))
+	}
+}
+
+// ErrCredentialExpired is Run's error when the node stopped because its
+// credential expired.
+var ErrCredentialExpired = errors.New("node: the node's credential expired")
+
 // replaySpoolDir is the directory of a data directory where replay keeps
 // large payloads (replay.Config.SpoolDir).
 const replaySpoolDir = "replay-spool"
@@ -472,6 +501,9 @@ func (n *Node) Run(ctx context.Context) error {
 	})
 	wg.Go(func() { fail("admin socket", n.admin.serve(ctx, n)) })
 	wg.Go(func() { n.sampleRate(ctx) })
+	if cred := n.cfg.Credential; cred != nil {
+		wg.Go(func() { fail("credential", n.untilExpired(ctx, cred)) })
+	}
 	if n.uiLn != nil {
 		srv := replay.New(replay.Config{
 			Archive:           n.arc,

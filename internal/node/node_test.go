@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -599,4 +600,28 @@ func insecureTLS(cred *admission.Credential) *tls.Config {
 	c.VerifyPeerCertificate = nil
 	c.VerifyConnection = nil
 	return c
+}
+
+// A node whose credential expires while it runs stops, saying why, rather
+// than stay in the others' ring as a member they refuse to talk to; the
+// others then go on without it.
+func TestNodeStopsWhenItsCredentialExpires(t *testing.T) {
+	netDir := newNetwork(t)
+	nodes, _ := startNetworkIn(t, netDir, 1, "")
+	cred, err := admission.Admit(netDir, "brief", 8*time.Second) // time enough to start and join on a loaded machine
+	if err != nil {
+		t.Fatal(err)
+	}
+	brief := start(t, "brief", nodeConfig(t.TempDir(), "", &cred, nodes[0].Addrs().Peer))
+	waitMembers(t, 2, nodes[0], brief)
+	select {
+	case err := <-brief.done:
+		brief.cancel = nil // stopped: nothing for the cleanup to wait for
+		if !errors.Is(err, ErrCredentialExpired) || !strings.Contains(err.Error(), "renew") {
+			t.Errorf("the node stopped with %v; want ErrCredentialExpired, saying to renew", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the node still runs a minute after its credential expired")
+	}
+	waitMembers(t, 1, nodes[0])
 }
