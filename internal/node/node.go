@@ -17,6 +17,7 @@ package node
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -107,6 +108,11 @@ type Config struct {
 	Faults *Faults
 
 	Logger *slog.Logger
+
+	// joinAnyway has the node join through Join even when those nodes are
+	// of another network, as a stranger that ignores the refusal would
+	// (tests of the network's own defences only).
+	joinAnyway bool
 }
 
 // A Node is a running waggle node. Open it, Run it; Run's end closes it.
@@ -278,7 +284,10 @@ func (n *Node) openNetwork(ctx context.Context) error {
 	}
 	n.client = peer.NewClient(cfg.Credential)
 	cfg.Faults.hookClient(cfg.Credential.ID(), peerAddr, n.client)
-	join := n.resolveJoin(ctx, cfg.Join)
+	join, err := n.resolveJoin(ctx, cfg.Join)
+	if err != nil {
+		return err
+	}
 	for _, a := range n.knownPeers() {
 		if !slices.Contains(join, a) {
 			join = append(join, a)
@@ -391,11 +400,16 @@ func advertiseGossip(ctx context.Context, advertise, bind string) (string, error
 // resolveJoin turns the peer addresses of --join into gossip addresses, by
 // asking each node (over the authenticated channel) where it gossips. An
 // address that does not answer now is tried later at the conventional
-// gossip port, the peer port plus one.
-func (n *Node) resolveJoin(ctx context.Context, peers []string) []string {
+// gossip port, the peer port plus one. One that answers with a certificate
+// of another network is a mistake to report: this node's credential, or
+// the address, is wrong, and it would run as a network of its own.
+func (n *Node) resolveJoin(ctx context.Context, peers []string) ([]string, error) {
 	var out []string
 	for _, addr := range peers {
 		g, err := n.gossipOf(ctx, addr)
+		if errors.As(err, new(x509.UnknownAuthorityError)) && !n.cfg.joinAnyway {
+			return nil, fmt.Errorf("node: --join %s is a node of another network than this node's credential's (%s): %w", addr, n.cfg.Credential.Network(), err)
+		}
 		if err != nil {
 			n.log.Warn("node: cannot ask a --join node for its gossip address; trying the peer port + 1", "addr", addr, "err", err)
 			host, port, perr := net.SplitHostPort(addr)
@@ -408,7 +422,7 @@ func (n *Node) resolveJoin(ctx context.Context, peers []string) []string {
 		}
 		out = append(out, g)
 	}
-	return out
+	return out, nil
 }
 
 // resolve gives the peer address of a live member, for the outbox.

@@ -546,7 +546,11 @@ func TestStranger(t *testing.T) {
 
 	otherNet := newNetwork(t)
 	strangerCred := admit(t, otherNet, "n3") // same name, other network
-	st := start(t, "stranger", nodeConfig(t.TempDir(), "http://127.0.0.1:9", strangerCred, n1.Addrs().Peer))
+	// Told to join n1, it would not start (TestJoinWithForeignCredentialFails);
+	// one that ignores that is what the network must refuse.
+	strangerCfg := nodeConfig(t.TempDir(), "http://127.0.0.1:9", strangerCred, n1.Addrs().Peer)
+	strangerCfg.joinAnyway = true
+	st := start(t, "stranger", strangerCfg)
 	// Give gossip time to spread anything it would: several probe rounds.
 	time.Sleep(3 * time.Second)
 	for _, n := range []*testNode{n1, n2} {
@@ -624,4 +628,15 @@ func TestNodeStopsWhenItsCredentialExpires(t *testing.T) {
 		t.Fatal("the node still runs a minute after its credential expired")
 	}
 	waitMembers(t, 1, nodes[0])
+}
+
+// A node given a credential of another network than its --join node's
+// does not start: it would run as a network of its own.
+func TestJoinWithForeignCredentialFails(t *testing.T) {
+	nodes, _ := startNetwork(t, 1, "")
+	alien := admit(t, newNetwork(t), "alien")
+	_, err := Open(context.Background(), nodeConfig(t.TempDir(), "", alien, nodes[0].Addrs().Peer))
+	if err == nil || !strings.Contains(err.Error(), "another network") {
+		t.Errorf("Open with a foreign credential: %v; want it refused, naming the network", err)
+	}
 }
