@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
 	"time"
 
@@ -70,27 +69,20 @@ func finishCrawlFlags(cfg *crawl.Config, scope, delay string) error {
 		return fmt.Errorf("%w: bad --delay %q", errUsage, delay)
 	}
 	cfg.Delay, cfg.NoDelay = d, d == 0
-	for _, c := range []struct {
-		bad  bool
-		flag string
-		want string
-		val  any
-	}{
-		{cfg.Workers < 1, "workers", "at least 1", cfg.Workers},
-		{cfg.PerHostConnections < 1, "per-host-connections", "at least 1", cfg.PerHostConnections},
-		{cfg.Timeout <= 0, "timeout", "more than 0", cfg.Timeout},
-		{cfg.Retries < 0 || cfg.Retries > maxRetries, "retries", fmt.Sprintf("0 to %d", maxRetries), cfg.Retries},
-		{cfg.RetryWait <= 0 || cfg.RetryWait > time.Hour, "retry-wait", "more than 0, at most 1h", cfg.RetryWait},
-		{cfg.MaxBodySize < 1, "max-body-size", "at least 1", cfg.MaxBodySize},
-		{cfg.MaxPages < 0, "max-pages", "0 (no limit) or more", cfg.MaxPages},
-		{cfg.MaxDepth < 0, "max-depth", "0 (no limit) or more", cfg.MaxDepth},
-		{cfg.MaxPagesPerHost < -1, "max-host-pages", "-1 (no limit) or more", cfg.MaxPagesPerHost},
-		{cfg.MaxCrawlDelay < 0, "max-crawl-delay", "0 or more", cfg.MaxCrawlDelay},
-		{cfg.SegmentSize < minSegmentSize, "segment-size", "at least 1 MiB (1048576)", cfg.SegmentSize},
-	} {
-		if c.bad {
-			return fmt.Errorf("%w: --%s %v: want %s", errUsage, c.flag, c.val, c.want)
-		}
+	if err := checkFlags(
+		flagRange{cfg.Workers < 1, "workers", "at least 1", cfg.Workers},
+		flagRange{cfg.PerHostConnections < 1, "per-host-connections", "at least 1", cfg.PerHostConnections},
+		flagRange{cfg.Timeout <= 0, "timeout", "more than 0", cfg.Timeout},
+		flagRange{cfg.Retries < 0 || cfg.Retries > maxRetries, "retries", fmt.Sprintf("0 to %d", maxRetries), cfg.Retries},
+		flagRange{cfg.RetryWait <= 0 || cfg.RetryWait > time.Hour, "retry-wait", "more than 0, at most 1h", cfg.RetryWait},
+		flagRange{cfg.MaxBodySize < 1, "max-body-size", "at least 1", cfg.MaxBodySize},
+		flagRange{cfg.MaxPages < 0, "max-pages", "0 (no limit) or more", cfg.MaxPages},
+		flagRange{cfg.MaxDepth < 0, "max-depth", "0 (no limit) or more", cfg.MaxDepth},
+		flagRange{cfg.MaxPagesPerHost < -1, "max-host-pages", "-1 (no limit) or more", cfg.MaxPagesPerHost},
+		flagRange{cfg.MaxCrawlDelay < 0, "max-crawl-delay", "0 or more", cfg.MaxCrawlDelay},
+		flagRange{cfg.SegmentSize < minSegmentSize, "segment-size", "at least 1 MiB (1048576)", cfg.SegmentSize},
+	); err != nil {
+		return err
 	}
 	if cfg.Proxy != "" {
 		u, err := url.Parse(cfg.Proxy)
@@ -130,7 +122,7 @@ func runCrawl(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	// A mistyped --data would otherwise start an empty archive, crawl
 	// nothing and succeed: a daily --recrawl from cron would never say so.
-	if _, err := os.Stat(filepath.Join(cfg.Data, "db")); errors.Is(err, os.ErrNotExist) {
+	if err := crawl.CheckArchive(cfg.Data); errors.Is(err, os.ErrNotExist) {
 		switch {
 		case cfg.Recrawl || cfg.RecrawlAll:
 			return fmt.Errorf("no archive at %s to re-crawl (a first crawl takes seeds)", cfg.Data)

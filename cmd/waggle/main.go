@@ -103,6 +103,24 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// A flagRange is a flag's value checked against what it may be.
+type flagRange struct {
+	bad  bool   // the value is out of range
+	flag string // the flag's name
+	want string // what it may be
+	val  any    // the value given
+}
+
+// checkFlags returns a usage error naming the first flag out of range.
+func checkFlags(ranges ...flagRange) error {
+	for _, r := range ranges {
+		if r.bad {
+			return fmt.Errorf("%w: --%s %v: want %s", errUsage, r.flag, r.val, r.want)
+		}
+	}
+	return nil
+}
+
 // parseFlags parses args, allowing flags after positional arguments
 // (waggle crawl URL --max-pages 10), as users type them.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {

@@ -261,18 +261,10 @@ func TestRecrawlCommand(t *testing.T) {
 	}
 	defer sim.Close()
 	data := filepath.Join(t.TempDir(), "data")
-	flags := []string{"--proxy", sim.URL(), "--allow-private", "--delay", "0", "--max-crawl-delay", "1ms", "--scope", "any", "--max-host-pages", "100", "--json"}
+	flags := []string{"--proxy", sim.URL(), "--allow-private", "--delay", "0", "--max-crawl-delay", "1ms", "--scope", "any", "--max-host-pages", "100"}
 	crawl := func(dir string, args ...string) map[string]any {
 		t.Helper()
-		var out, errOut bytes.Buffer
-		args = append(append([]string{"crawl", "--data", dir}, flags...), args...)
-		if code := run(context.Background(), args, &out, &errOut); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
-		}
-		var s map[string]any
-		if err := json.Unmarshal(out.Bytes(), &s); err != nil {
-			t.Fatalf("summary %q: %v", out.String(), err)
-		}
+		s, _ := crawlJSON(t, append(append([]string{"--data", dir}, flags...), args...)...)
 		return s
 	}
 	first := crawl(data, web.Seeds()...)
@@ -462,16 +454,7 @@ func TestCrawlSaysWhatItRefusedOrCut(t *testing.T) {
 	defer sim.Close()
 	crawl := func(args ...string) (map[string]any, string) {
 		t.Helper()
-		var out, errOut bytes.Buffer
-		args = append([]string{"crawl", "--data", t.TempDir(), "--delay", "0", "--json"}, args...)
-		if code := run(context.Background(), args, &out, &errOut); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
-		}
-		var s map[string]any
-		if err := json.Unmarshal(out.Bytes(), &s); err != nil {
-			t.Fatalf("summary %q: %v", out.String(), err)
-		}
-		return s, errOut.String()
+		return crawlJSON(t, append([]string{"--data", t.TempDir(), "--delay", "0"}, args...)...)
 	}
 	s, msg := crawl(sim.URL() + "/")
 	if s["forbidden"].(float64) != 1 || !strings.Contains(msg, "--allow-private") {
@@ -481,4 +464,20 @@ func TestCrawlSaysWhatItRefusedOrCut(t *testing.T) {
 	if s["truncated"].(float64) == 0 || !strings.Contains(msg, "archived cut short") {
 		t.Errorf("pages over --max-body-size: truncated %v, stderr %q; want them counted and said", s["truncated"], msg)
 	}
+}
+
+// crawlJSON runs `waggle crawl --json` with args, failing the test unless
+// it exits 0, and returns its summary and what it wrote to stderr.
+func crawlJSON(t *testing.T, args ...string) (map[string]any, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	args = append([]string{"crawl", "--json"}, args...)
+	if code := run(context.Background(), args, &out, &errOut); code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
+	}
+	var s map[string]any
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
+		t.Fatalf("summary %q: %v", out.String(), err)
+	}
+	return s, errOut.String()
 }

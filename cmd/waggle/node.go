@@ -48,21 +48,14 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	// The node takes zero for its defaults; a flag given zero is a mistake.
-	for _, c := range []struct {
-		bad  bool
-		flag string
-		want string
-		val  any
-	}{
-		{cfg.Replicas < 1, "replicas", "at least 1 (and the same on every node of the network)", cfg.Replicas},
-		{cfg.Capacity < 1 || cfg.Capacity > membership.MaxCapacity, "capacity", fmt.Sprintf("1 to %d", membership.MaxCapacity), cfg.Capacity},
-		{cfg.RepairEvery <= 0, "repair-every", "more than 0", cfg.RepairEvery},
-		{cfg.RepairRate <= 0, "repair-rate", "more than 0", cfg.RepairRate},
-		{cfg.ScrubRate < -1 || cfg.ScrubRate == 0, "scrub-rate", "-1 (none) or more than 0", cfg.ScrubRate},
-	} {
-		if c.bad {
-			return fmt.Errorf("%w: --%s %v: want %s", errUsage, c.flag, c.val, c.want)
-		}
+	if err := checkFlags(
+		flagRange{cfg.Replicas < 1, "replicas", "at least 1 (and the same on every node of the network)", cfg.Replicas},
+		flagRange{cfg.Capacity < 1 || cfg.Capacity > membership.MaxCapacity, "capacity", fmt.Sprintf("1 to %d", membership.MaxCapacity), cfg.Capacity},
+		flagRange{cfg.RepairEvery <= 0, "repair-every", "more than 0", cfg.RepairEvery},
+		flagRange{cfg.RepairRate <= 0, "repair-rate", "more than 0", cfg.RepairRate},
+		flagRange{cfg.ScrubRate < -1 || cfg.ScrubRate == 0, "scrub-rate", "-1 (none) or more than 0", cfg.ScrubRate},
+	); err != nil {
+		return err
 	}
 	cfg.ReplayCacheBytes = replayCacheBytes(*replayCache)
 	cfg.ReplaySpoolBytes = replayCacheBytes(*replaySpool)

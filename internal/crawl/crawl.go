@@ -238,10 +238,19 @@ func OpenDB(data string) (*pebble.DB, error) {
 // hold an archive, for commands that only read one.
 func OpenExistingDB(data string) (*pebble.DB, error) {
 	// Checked before pebble.Open, which would create the directory.
-	if _, err := os.Stat(filepath.Join(data, "db")); err != nil {
-		return nil, fmt.Errorf("no archive at %s: %w", data, err)
+	if err := CheckArchive(data); err != nil {
+		return nil, err
 	}
 	return OpenDB(data)
+}
+
+// CheckArchive reports, wrapping os.ErrNotExist, that no archive has been
+// made in the data directory data, without making one.
+func CheckArchive(data string) error {
+	if _, err := os.Stat(filepath.Join(data, "db")); err != nil {
+		return fmt.Errorf("no archive at %s: %w", data, err)
+	}
+	return nil
 }
 
 // Index is the archive's capture index, for serving replay while the crawl
