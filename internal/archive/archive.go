@@ -180,21 +180,32 @@ func (l *Local) OpenBlock(_ context.Context, c index.Capture) (*warc.Block, erro
 	return b, nil
 }
 
+// openMember opens the segment holding c's record, once c's location is
+// known to lie within it.
+func (l *Local) openMember(c index.Capture) (*os.File, error) {
+	if c.Length <= 0 || c.Offset < 0 {
+		return nil, fmt.Errorf("archive: record of %.200q: no location", c.URLKey)
+	}
+	f, size, err := l.openSegment(c.Segment)
+	if err != nil {
+		return nil, err
+	}
+	if c.Offset > size || c.Length > size-c.Offset {
+		f.Close()
+		return nil, fmt.Errorf("archive: record of %.200q at %d+%d runs past the end of %s (%d bytes)", c.URLKey, c.Offset, c.Length, c.Segment, size)
+	}
+	return f, nil
+}
+
 // Member returns the gzip member holding a capture's record, as written,
 // and the record it holds, after checking that it reads back as the
 // capture's record.
 func (l *Local) Member(_ context.Context, c index.Capture) ([]byte, *warc.Record, error) {
-	if c.Length <= 0 || c.Offset < 0 {
-		return nil, nil, fmt.Errorf("archive: record of %.200q: no location", c.URLKey)
-	}
-	f, size, err := l.openSegment(c.Segment)
+	f, err := l.openMember(c)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	if c.Offset > size || c.Length > size-c.Offset {
-		return nil, nil, fmt.Errorf("archive: record of %.200q at %d+%d runs past the end of %s (%d bytes)", c.URLKey, c.Offset, c.Length, c.Segment, size)
-	}
 	b := make([]byte, c.Length)
 	if _, err := f.ReadAt(b, c.Offset); err != nil {
 		return nil, nil, fmt.Errorf("archive: %s at %d: %w", c.Segment, c.Offset, err)

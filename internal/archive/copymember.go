@@ -18,16 +18,9 @@ import (
 // the first head bytes of its block. When it fails, w may have been given
 // part of the member: the caller keeps w's bytes apart until it succeeds.
 func (l *Local) CopyMember(ctx context.Context, c index.Capture, w io.Writer, head int) (warc.Header, []byte, error) {
-	if c.Length <= 0 || c.Offset < 0 {
-		return warc.Header{}, nil, fmt.Errorf("archive: record of %.200q: no location", c.URLKey)
-	}
-	f, size, err := l.openSegment(c.Segment)
+	f, err := l.openMember(c)
 	if err != nil {
 		return warc.Header{}, nil, err
-	}
-	if c.Offset > size || c.Length > size-c.Offset {
-		f.Close()
-		return warc.Header{}, nil, fmt.Errorf("archive: record of %.200q at %d+%d runs past the end of %s (%d bytes)", c.URLKey, c.Offset, c.Length, c.Segment, size)
 	}
 	h, start, err := copyMember(ctxReader{ctx, io.NewSectionReader(f, c.Offset, c.Length)}, f, c, w, head)
 	if errors.Is(err, ErrWrite) {
@@ -45,24 +38,44 @@ func (n *Network) CopyMember(ctx context.Context, c index.Capture, w io.Writer, 
 	if c.Node == "" || c.Node == n.self {
 		return n.local.CopyMember(ctx, c, w, head)
 	}
-	resp, node, err := n.askRecord(ctx, c)
+	body, node, err := n.askMember(ctx, c)
 	if err != nil {
 		return warc.Header{}, nil, err
 	}
-	if resp.ContentLength != c.Length {
-		resp.Body.Close()
-		return warc.Header{}, nil, n.failed(ctx, node.ID, fmt.Errorf("record answer of undeclared length, want %d bytes", c.Length))
-	}
-	h, start, err := copyMember(io.LimitReader(resp.Body, c.Length), resp.Body, c, w, head)
-	switch {
-	case errors.Is(err, ErrWrite):
-		return warc.Header{}, nil, err // this side's failure, not the peer's
-	case errors.Is(err, warc.ErrDigestMismatch), errors.Is(err, errWrongRecord):
-		return warc.Header{}, nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, node.ID, err)
-	case err != nil:
-		return warc.Header{}, nil, n.failed(ctx, node.ID, err)
+	h, start, err := copyMember(io.LimitReader(body, c.Length), body, c, w, head)
+	if err != nil {
+		return warc.Header{}, nil, n.answerFailed(ctx, node, err)
 	}
 	return h, start, nil
+}
+
+// askMember asks the node c came from for the gzip member of c's record,
+// and returns its answer's body, of the length declared, to be read and
+// checked as it arrives.
+func (n *Network) askMember(ctx context.Context, c index.Capture) (io.ReadCloser, Node, error) {
+	resp, node, err := n.askRecord(ctx, c)
+	if err != nil {
+		return nil, node, err
+	}
+	if resp.ContentLength != c.Length {
+		resp.Body.Close()
+		return nil, node, n.failed(ctx, node.ID, fmt.Errorf("record answer of undeclared length, want %d bytes", c.Length))
+	}
+	return resp.Body, node, nil
+}
+
+// answerFailed says why a record answer from node failed: this side's
+// write (ErrWrite) as it is; a record that is damaged or another one than
+// asked for as that copy being unavailable, which another node's may
+// replace; anything else as the node failing.
+func (n *Network) answerFailed(ctx context.Context, node Node, err error) error {
+	switch {
+	case errors.Is(err, ErrWrite):
+		return err
+	case errors.Is(err, warc.ErrDigestMismatch), errors.Is(err, errWrongRecord):
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, node.ID, err)
+	}
+	return n.failed(ctx, node.ID, err)
 }
 
 // errWrongRecord reports a member that holds a record other than the
@@ -100,9 +113,6 @@ func copyMember(raw io.Reader, src io.Closer, c index.Capture, w io.Writer, head
 		return warc.Header{}, nil, firstOf(out.err, err)
 	}
 	defer b.Close()
-	if id := b.Header.Get("WARC-Record-ID"); c.RecordID != "" && id != c.RecordID {
-		return warc.Header{}, nil, fmt.Errorf("%w: %s at %d holds record %.100s, not %s", errWrongRecord, c.Segment, c.Offset, id, c.RecordID)
-	}
 	start, err := io.ReadAll(io.LimitReader(b, int64(max(head, 0))))
 	if err == nil {
 		_, err = b.Check()
@@ -128,7 +138,7 @@ func firstOf(writeErr, err error) error {
 
 // memberBlock opens the block of the record whose gzip member r gives, as
 // Record has it: one gzip member, whose CRC-32 is then checked as well as
-// the block's digest. Closing the block closes src.
+// the block's digest, holding c's record. Closing the block closes src.
 func memberBlock(r io.Reader, src io.Closer, c index.Capture) (*warc.Block, error) {
 	var magic [2]byte
 	if _, err := io.ReadFull(r, magic[:]); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -143,7 +153,15 @@ func memberBlock(r io.Reader, src io.Closer, c index.Capture) (*warc.Block, erro
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(magic[:]), r), src}
-	return warc.ReadBlock(body, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+	b, err := warc.ReadBlock(body, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+	if err != nil {
+		return nil, err
+	}
+	if id := b.Header.Get("WARC-Record-ID"); c.RecordID != "" && id != c.RecordID {
+		b.Close()
+		return nil, fmt.Errorf("%w: %s at %d holds record %.100s, not %s", errWrongRecord, c.Segment, c.Offset, id, c.RecordID)
+	}
+	return b, nil
 }
 
 // ctxReader reads r until ctx is done: a local record is not read on

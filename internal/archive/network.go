@@ -421,21 +421,13 @@ func (n *Network) OpenBlock(ctx context.Context, c index.Capture) (*warc.Block, 
 	if c.Node == "" || c.Node == n.self {
 		return n.local.OpenBlock(ctx, c)
 	}
-	resp, node, err := n.askRecord(ctx, c)
+	body, node, err := n.askMember(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if resp.ContentLength != c.Length {
-		resp.Body.Close()
-		return nil, n.failed(ctx, node.ID, fmt.Errorf("record answer of undeclared length, want %d bytes", c.Length))
-	}
-	b, err := memberBlock(io.LimitReader(resp.Body, c.Length), resp.Body, c)
+	b, err := memberBlock(io.LimitReader(body, c.Length), body, c)
 	if err != nil {
-		return nil, n.failed(ctx, node.ID, err)
-	}
-	if id := b.Header.Get("WARC-Record-ID"); id != c.RecordID && c.RecordID != "" {
-		b.Close()
-		return nil, fmt.Errorf("%w: %s: %s at %d holds record %.100s, not %s", ErrUnavailable, node.ID, c.Segment, c.Offset, id, c.RecordID)
+		return nil, n.answerFailed(ctx, node, err)
 	}
 	return b, nil
 }
@@ -465,11 +457,8 @@ func (n *Network) fetch(ctx context.Context, c index.Capture) ([]byte, *warc.Rec
 		return nil, nil, n.failed(ctx, node.ID, err)
 	}
 	rec, err := parseMember(raw, c)
-	if errors.Is(err, warc.ErrDigestMismatch) {
-		return nil, nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, node.ID, err)
-	}
 	if err != nil {
-		return nil, nil, n.failed(ctx, node.ID, err)
+		return nil, nil, n.answerFailed(ctx, node, err)
 	}
 	return raw, rec, nil
 }
