@@ -76,7 +76,7 @@ type Server struct {
 	payloads *payloadCache
 	// verified are the large records whose blocks were read through and
 	// matched their digests, which are streamed without a check first.
-	verified *verifiedBlocks
+	verified *recordSet
 	// spool keeps the payloads of those records on disk; nil for none.
 	spool *payloadSpool
 
@@ -103,7 +103,7 @@ func New(cfg Config) *Server {
 	s := &Server{
 		arc: cfg.Archive, uiAddr: cfg.UIAddr, ctAddr: cfg.ContentAddr, routes: cfg.Routes, log: log,
 		payloads: newPayloadCache(cacheBytes),
-		verified: &verifiedBlocks{ids: map[string]bool{}},
+		verified: &recordSet{},
 	}
 	switch spoolBytes := cmp.Or(cfg.SpoolBytes, DefaultSpoolBytes); {
 	case cfg.SpoolDir != "" && spoolBytes > 0:

@@ -37,7 +37,7 @@ type payloadSpool struct {
 	fills   int64               // payloads spooled
 	// unkept are the records whose payload could not be written here (a
 	// full disk): not tried again, each try being a read of the record.
-	unkept map[string]bool
+	unkept recordSet
 }
 
 // spooled is one payload on disk, with the head of its response.
@@ -81,35 +81,27 @@ func emptySpool(dir string) error {
 	return nil
 }
 
-// get returns the response of the capture whose record is id, its body
-// read from the spool (and from open should the file be gone), if the
-// spool holds it.
-func (sp *payloadSpool) get(id string, open func(skip int64) *storedBody) (*response, bool) {
+// get returns the spool's entry for the record id, if it holds one. Its
+// header is shared: a response clones it.
+func (sp *payloadSpool) get(id string) (spooled, bool) {
 	if sp == nil || id == "" {
-		return nil, false
+		return spooled{}, false
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	e, ok := sp.entries[id]
 	if !ok {
-		return nil, false
+		return spooled{}, false
 	}
 	sp.lru.MoveToFront(e.elem)
 	sp.hits++
-	body := open(e.skip)
-	body.size, body.spooled = e.size, e.path
-	return &response{status: e.status, header: e.header.Clone(), body: body}, true
+	return *e, true
 }
 
 // fits reports whether a payload of size bytes, of the record id, can be
 // kept: one of known length, no larger than the whole spool.
 func (sp *payloadSpool) fits(id string, size int64) bool {
-	if sp == nil || id == "" || size < 0 || size > sp.max {
-		return false
-	}
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	return !sp.unkept[id]
+	return sp != nil && id != "" && size >= 0 && size <= sp.max && !sp.unkept.has(id)
 }
 
 // fill reads payload — the rest of b, the payload of a response whose head
@@ -126,7 +118,7 @@ func (sp *payloadSpool) fill(id string, payload io.Reader, b *warc.Block, resp *
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		sp.release(size)
-		sp.unkeptNow(id)
+		sp.unkept.add(id)
 		_, cerr := b.Check()
 		return "", cerr
 	}
@@ -142,7 +134,7 @@ func (sp *payloadSpool) fill(id string, payload io.Reader, b *warc.Block, resp *
 		os.Remove(path)
 		sp.release(size)
 		if err == nil {
-			sp.unkeptNow(id)
+			sp.unkept.add(id)
 		}
 		return "", err
 	}
@@ -179,7 +171,7 @@ func (sp *payloadSpool) reserve(id string, size int64) (string, bool) {
 		return "", false
 	}
 	if free, ok := freeBytes(sp.dir); ok && free < 2*size {
-		sp.unkeptLocked(id)
+		sp.unkept.add(id)
 		return "", false
 	}
 	sp.filling += size
@@ -193,20 +185,6 @@ func (sp *payloadSpool) release(size int64) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	sp.filling -= size
-}
-
-// unkeptNow notes that id's payload could not be written here.
-func (sp *payloadSpool) unkeptNow(id string) {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	sp.unkeptLocked(id)
-}
-
-func (sp *payloadSpool) unkeptLocked(id string) {
-	if sp.unkept == nil || len(sp.unkept) >= maxVerified {
-		sp.unkept = map[string]bool{}
-	}
-	sp.unkept[id] = true
 }
 
 // drop forgets e and unlinks its file; sp.mu is held.

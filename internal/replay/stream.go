@@ -112,8 +112,10 @@ func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, *wa
 		return nil, nil, nil
 	}
 	open := func(ctx context.Context) (*warc.Block, error) { return bo.OpenBlock(ctx, c) }
-	if resp, ok := s.spool.get(c.RecordID, func(skip int64) *storedBody { return &storedBody{open: open, skip: skip} }); ok {
-		return resp, nil, nil
+	if e, ok := s.spool.get(c.RecordID); ok {
+		// Read from the spool's file, or from the record should it be gone.
+		body := &storedBody{open: open, skip: e.skip, size: e.size, spooled: e.path}
+		return &response{status: e.status, header: e.header.Clone(), body: body}, nil, nil
 	}
 	b, err := bo.OpenBlock(ctx, c)
 	if err != nil {
@@ -181,26 +183,27 @@ func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, *wa
 	return resp, nil, nil
 }
 
-// verifiedBlocks is a bounded set of record IDs.
-type verifiedBlocks struct {
+// recordSet is a bounded set of record IDs, safe for concurrent use; its
+// zero value is empty.
+type recordSet struct {
 	mu  sync.Mutex
 	ids map[string]bool
 }
 
-// maxVerified bounds verifiedBlocks; past it, the set starts afresh.
-const maxVerified = 4096
+// maxRecordSet bounds a recordSet; past it, the set starts afresh.
+const maxRecordSet = 4096
 
-func (v *verifiedBlocks) has(id string) bool {
+func (v *recordSet) has(id string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return id != "" && v.ids[id]
 }
 
-func (v *verifiedBlocks) add(id string) {
+func (v *recordSet) add(id string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if len(v.ids) >= maxVerified {
-		clear(v.ids)
+	if v.ids == nil || len(v.ids) >= maxRecordSet {
+		v.ids = map[string]bool{}
 	}
 	v.ids[id] = true
 }
