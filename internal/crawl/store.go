@@ -252,8 +252,10 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 			}
 			if cp.Capture != nil {
 				withCapture = !have && !seen[id]
+			} else if withCapture {
+				have = false // a companion goes with its capture's new copy
 			}
-			if have && !(cp.Capture == nil && withCapture) || seen[id] {
+			if have || seen[id] {
 				continue
 			}
 			seen[id] = true
