@@ -129,16 +129,11 @@ func TestExportImportRoundTrip(t *testing.T) {
 // TestCrawlServesReplayWhileCrawling: waggle crawl --http serves the
 // archive as it grows, from the same process that holds the database.
 func TestCrawlServesReplayWhileCrawling(t *testing.T) {
-	web := websim.New(websim.Config{Hosts: 5, Pages: 60})
-	sim, err := websim.Start("127.0.0.1:0", web)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	web, simURL := startSim(t, websim.Config{Hosts: 5, Pages: 60})
 	var out, errs syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(context.Background(), []string{"crawl", "--data", t.TempDir(), "--proxy", sim.URL(), "--allow-private",
+		done <- run(context.Background(), []string{"crawl", "--data", t.TempDir(), "--proxy", simURL, "--allow-private",
 			"--delay", "100ms", "--max-crawl-delay", "100ms", "--max-pages", "30", "--http", "127.0.0.1:0", web.Seeds()[0]}, &out, &errs)
 	}()
 	addr := ""
@@ -254,14 +249,9 @@ func TestUsageErrors(t *testing.T) {
 // every URL with conditional GETs, and `--recrawl` on an archive imported
 // from a WACZ (which has no schedule yet) revisits what the index holds.
 func TestRecrawlCommand(t *testing.T) {
-	web := websim.New(websim.Config{Seed: 4, Hosts: 6, Pages: 60})
-	sim, err := websim.Start("127.0.0.1:0", web)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	web, simURL := startSim(t, websim.Config{Seed: 4, Hosts: 6, Pages: 60})
 	data := filepath.Join(t.TempDir(), "data")
-	flags := []string{"--proxy", sim.URL(), "--allow-private", "--delay", "0", "--max-crawl-delay", "1ms", "--scope", "any", "--max-host-pages", "100"}
+	flags := []string{"--proxy", simURL, "--allow-private", "--delay", "0", "--max-crawl-delay", "1ms", "--scope", "any", "--max-host-pages", "100"}
 	crawl := func(dir string, args ...string) map[string]any {
 		t.Helper()
 		s, _ := crawlJSON(t, append(append([]string{"--data", dir}, flags...), args...)...)
@@ -298,14 +288,9 @@ func TestRecrawlCommand(t *testing.T) {
 
 	// Captures imported into an archive that has schedules are revisited
 	// too: another web's, crawled elsewhere.
-	other := websim.New(websim.Config{Seed: 11, Hosts: 2, Pages: 10})
-	sim2, err := websim.Start("127.0.0.1:0", other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim2.Close()
+	other, sim2URL := startSim(t, websim.Config{Seed: 11, Hosts: 2, Pages: 10})
 	elsewhere, wacz2 := filepath.Join(t.TempDir(), "elsewhere"), filepath.Join(t.TempDir(), "other.wacz")
-	flags[1] = sim2.URL() // the --proxy
+	flags[1] = sim2URL // the --proxy
 	crawl(elsewhere, other.Seeds()...)
 	for _, args := range [][]string{{"export", "wacz", "--data", elsewhere, "--out", wacz2}, {"import", "--data", imported, wacz2}} {
 		if code := run(context.Background(), args, io.Discard, io.Discard); code != 0 {
@@ -446,21 +431,16 @@ func checkRecrawlPages(t *testing.T, path string) {
 // private addresses (with the flag that permits them), and captures cut
 // short, in its summary and its JSON.
 func TestCrawlSaysWhatItRefusedOrCut(t *testing.T) {
-	web := websim.New(websim.Config{Seed: 3, Hosts: 2, Pages: 10})
-	sim, err := websim.Start("127.0.0.1:0", web)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	web, simURL := startSim(t, websim.Config{Seed: 3, Hosts: 2, Pages: 10})
 	crawl := func(args ...string) (map[string]any, string) {
 		t.Helper()
 		return crawlJSON(t, append([]string{"--data", t.TempDir(), "--delay", "0"}, args...)...)
 	}
-	s, msg := crawl(sim.URL() + "/")
+	s, msg := crawl(simURL + "/")
 	if s["forbidden"].(float64) != 1 || !strings.Contains(msg, "--allow-private") {
 		t.Errorf("a loopback seed without --allow-private: forbidden %v, stderr %q; want it counted and the flag named", s["forbidden"], msg)
 	}
-	s, msg = crawl("--proxy", sim.URL(), "--allow-private", "--max-body-size", "100", "--scope", "any", web.Seeds()[0])
+	s, msg = crawl("--proxy", simURL, "--allow-private", "--max-body-size", "100", "--scope", "any", web.Seeds()[0])
 	if s["truncated"].(float64) == 0 || !strings.Contains(msg, "archived cut short") {
 		t.Errorf("pages over --max-body-size: truncated %v, stderr %q; want them counted and said", s["truncated"], msg)
 	}

@@ -46,14 +46,9 @@ func TestNodeProcesses(t *testing.T) {
 // command returns once the process has exited, its captures on the other
 // node; the last node is refused, with nothing announced.
 func testLeaveCommand(t *testing.T, bin string) {
-	web := websim.New(websim.Config{Seed: 9, Hosts: 4, Pages: 40})
-	sim, err := websim.Start("127.0.0.1:0", web)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
+	web, proxy := startSim(t, websim.Config{Seed: 9, Hosts: 4, Pages: 40})
 	c := newCluster(t, bin)
-	nodes := c.startNetwork(2, sim.URL(), 1)
+	nodes := c.startNetwork(2, proxy, 1)
 	c.submit(nodes[0], web.Seeds())
 	var before int64 // captures the two nodes made (robots.txt aside)
 	for _, st := range c.waitQuiet(nodes) {
@@ -390,7 +385,14 @@ func buildWaggle(t *testing.T) string {
 // need to be processes of their own. It returns the proxy URL.
 func startWebsim(t *testing.T) (*websim.Web, string) {
 	t.Helper()
-	web := websim.New(websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+	return startSim(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
+}
+
+// startSim serves the web cfg makes on a loopback port until the test
+// ends, and returns it with its proxy URL.
+func startSim(t *testing.T, cfg websim.Config) (*websim.Web, string) {
+	t.Helper()
+	web := websim.New(cfg)
 	srv, err := websim.Start("127.0.0.1:0", web)
 	if err != nil {
 		t.Fatal(err)
