@@ -223,11 +223,17 @@ func (c *cssRewriter) mod(fontFace bool, b []byte, s, e int) string {
 	if fontFace {
 		return modEmbed
 	}
-	p := c.source(b, s, e)
+	// Judged by the URL as it resolves, which the rewritten reference
+	// names, not as written: resolving drops characters (controls, a
+	// trailing escape) that would hide the extension.
+	p, _, ok := resolve(c.base, c.source(b, s, e))
+	if !ok {
+		return modImage
+	}
 	if i := strings.IndexAny(p, "?#"); i >= 0 {
 		p = p[:i]
 	}
-	p = strings.ToLower(strings.TrimRight(p, " \t\n\r\f"))
+	p = strings.ToLower(p)
 	for _, ext := range [...]string{".woff", ".woff2", ".ttf", ".otf", ".eot"} {
 		if strings.HasSuffix(p, ext) {
 			return modEmbed
