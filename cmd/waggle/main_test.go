@@ -207,6 +207,7 @@ func TestUsageErrors(t *testing.T) {
 		{"node", "--capacity", "0", "--data", t.TempDir()},
 		{"node", "--repair-every", "0s", "--data", t.TempDir()},
 		{"node", "--repair-rate", "-5", "--data", t.TempDir()},
+		{"node", "--rediscover-after", "0s", "--data", t.TempDir()},
 		{"node", "--scrub-rate", "-2", "--data", t.TempDir()},
 		{"node", "--join", "foo", "--network", filepath.Join(t.TempDir(), "none.pem"), "--data", t.TempDir()}, // a usage error before the missing credential
 		{"status", "--data", t.TempDir(), "extra"},

@@ -35,6 +35,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "copies of each capture the network keeps")
 	fs.DurationVar(&cfg.RepairEvery, "repair-every", node.DefaultRepairEvery, "interval of anti-entropy rounds with the other members")
 	fs.Int64Var(&cfg.RepairRate, "repair-rate", node.DefaultRepairRate, "bytes per second anti-entropy may use (comparisons and copies)")
+	fs.DurationVar(&cfg.RediscoverAfter, "rediscover-after", node.DefaultRediscoverAfter, "how long a member must stay away before the others take the URLs it had queued for lost and find its sites' links again")
 	fs.Int64Var(&cfg.ScrubRate, "scrub-rate", node.DefaultScrubRate, "bytes per second of this node's records read back against their digests, to find damage (-1: none)")
 	replayCache := fs.Int64("replay-cache", replay.DefaultPayloadCacheBytes, "bytes of large payloads (videos…) kept in memory for their range requests; 0 for none")
 	replaySpool := fs.Int64("replay-spool", replay.DefaultSpoolBytes, "bytes of the payloads of captures over 64 MiB kept on disk (DIR/replay-spool) once replayed, for their range requests; 0 for none")
@@ -53,6 +54,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		flagRange{cfg.Capacity < 1 || cfg.Capacity > membership.MaxCapacity, "capacity", fmt.Sprintf("1 to %d", membership.MaxCapacity), cfg.Capacity},
 		flagRange{cfg.RepairEvery <= 0, "repair-every", "more than 0", cfg.RepairEvery},
 		flagRange{cfg.RepairRate <= 0, "repair-rate", "more than 0", cfg.RepairRate},
+		flagRange{cfg.RediscoverAfter <= 0, "rediscover-after", "more than 0", cfg.RediscoverAfter},
 		flagRange{cfg.ScrubRate < -1 || cfg.ScrubRate == 0, "scrub-rate", "-1 (none) or more than 0", cfg.ScrubRate},
 	); err != nil {
 		return err

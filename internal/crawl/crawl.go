@@ -196,6 +196,7 @@ func (c *Crawler) open(seeds []string) error {
 		MaxDelay:           cfg.MaxCrawlDelay,
 		MaxDepth:           cfg.MaxDepth,
 		MaxPagesPerHost:    cfg.MaxPagesPerHost,
+		Archive:            c.copies(),
 	})
 	if err != nil {
 		return fmt.Errorf("crawl: %w", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/waggle-archive/waggle/internal/frontier"
+	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 )
 
@@ -220,6 +221,38 @@ func (c *Crawler) owner(u string) string {
 		return ""
 	}
 	return c.cfg.Router.Owner(urlkey.Site(u))
+}
+
+// copies is the frontier's Archive for a node of a network, which holds
+// copies of captures other nodes made (replication, anti-entropy,
+// hand-over): a URL it holds a capture of — a re-crawl entry — is left to
+// that entry's schedule, since fetching it now would be overlap: a site's
+// new owner, whose seen set knows only what it fetched itself, would
+// otherwise fetch again every page of the site its first fetch there
+// links to; and the URLs of a host archived already count toward its
+// limit, so that a takeover does not start the count afresh. A seed is
+// queued whatever the archive holds, as is everything in a single node's
+// crawl: there an entry without a fetch comes from an import, which a
+// crawl is free to archive again.
+func (c *Crawler) copies() frontier.Archive {
+	if c.cfg.Router == nil {
+		return nil
+	}
+	return copiedCaptures{c}
+}
+
+type copiedCaptures struct{ c *Crawler }
+
+func (a copiedCaptures) Archived(r pebble.Reader, it frontier.Item) (bool, error) {
+	if a.c.isSeed(it) {
+		return false, nil
+	}
+	_, ok, err := recrawl.Get(r, it.URL)
+	return ok, err
+}
+
+func (copiedCaptures) HostArchived(r pebble.Reader, host string, limit int) (int, error) {
+	return recrawl.CountHost(r, host, limit)
 }
 
 // queue stages items into b: into the frontier when this node owns their

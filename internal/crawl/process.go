@@ -183,7 +183,7 @@ func (c *Crawler) examine(ctx context.Context, r result, resp *fetch.Response, p
 	}
 	r.revisit = c.seenElsewhere(ctx, digest, resp)
 	r.outlinks, r.simhash = c.extract(resp, log.Warn)
-	r.queue = c.follow(r.lease.Item, resp, r.outlinks)
+	r.queue = c.follow(r.lease.Item, mediaType(resp.Header, nil) == "text/css", r.outlinks)
 	if prev != nil && prev.Captured() {
 		// A changed page: its links that were there before were routed then.
 		r.queue = slices.DeleteFunc(r.queue, func(it frontier.Item) bool { return prev.HasLink(recrawl.LinkHash(it.URL)) })
@@ -297,7 +297,7 @@ func hasSimHash(status int, h http.Header) bool {
 // carries the redirects in a row and the hops off the scope that led to it,
 // which the frontier bounds: neither depth nor scope ends a chain of
 // redirects, or of stylesheets importing the next host's.
-func (c *Crawler) follow(parent frontier.Item, resp *fetch.Response, links []extract.Outlink) []frontier.Item {
+func (c *Crawler) follow(parent frontier.Item, isCSS bool, links []extract.Outlink) []frontier.Item {
 	sc := c.scope.Load()
 	parentInScope := sc.contains(parent.URL)
 	// A parent in scope starts the count afresh, even one queued off the
@@ -306,7 +306,6 @@ func (c *Crawler) follow(parent frontier.Item, resp *fetch.Response, links []ext
 	if parentInScope {
 		offHops = 0
 	}
-	isCSS := mediaType(resp.Header, nil) == "text/css"
 	items := make([]frontier.Item, 0, len(links))
 	for _, l := range links {
 		it := newItem(l.URL, parent.Depth+1, parent.URL)

@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -16,16 +17,10 @@ import (
 // Open) and its re-crawl entry marked queued: a --recrawl run (or a node
 // restart) after its interval queues it once, not also from the due queue.
 func TestDeferredAndDueURLIsFetchedOnce(t *testing.T) {
-	var mu sync.Mutex
-	hits := map[string]int{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hits[r.URL.Path]++
-		mu.Unlock()
+	srv, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprintf(w, "<html><body>%s %d</body></html>", r.URL.Path, time.Now().UnixNano())
-	}))
-	defer srv.Close()
+	})
 	seed := srv.URL + "/"
 	cfg := testConfig(t, startWebDown(t), seed)
 	cfg.IgnoreRobots = true
@@ -44,12 +39,30 @@ func TestDeferredAndDueURLIsFetchedOnce(t *testing.T) {
 	again.Proxy = ""
 	again.Recrawl = true
 	runCrawl(t, again)
-	mu.Lock()
-	defer mu.Unlock()
-	if hits["/"] != 1 {
-		t.Errorf("the deferred seed was fetched %d times in the run after the outage, want 1", hits["/"])
+	if n := hits()["/"]; n != 1 {
+		t.Errorf("the deferred seed was fetched %d times in the run after the outage, want 1", n)
 	}
 	if n := len(archived(t, cfg.Data)[seed]); n != 1 {
 		t.Errorf("%d captures of the seed, want 1", n)
+	}
+}
+
+// countingServer serves with h and counts the requests per path: hits
+// returns a copy of the counts so far.
+func countingServer(t *testing.T, h http.HandlerFunc) (srv *httptest.Server, hits func() map[string]int) {
+	t.Helper()
+	var mu sync.Mutex
+	counts := map[string]int{}
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		counts[r.URL.Path]++
+		mu.Unlock()
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(counts)
 	}
 }

@@ -268,6 +268,8 @@ type Stats struct {
 	// Recovered counts URLs not fetched because another node had archived
 	// them (Config.Recover).
 	Recovered int64
+	// Rediscovered counts links and seeds queued again by Rediscover.
+	Rediscovered int64
 	// Revisit records written by this run, by why the payload was not
 	// stored again: the server answered 304 Not Modified (NotModified),
 	// the URL's payload had not changed (Unchanged), or another URL's
@@ -293,6 +295,7 @@ type counters struct {
 	forbidden       atomic.Int64
 	truncated       atomic.Int64
 	recovered       atomic.Int64
+	rediscovered    atomic.Int64
 	notModified     atomic.Int64
 	unchanged       atomic.Int64
 	duplicates      atomic.Int64
@@ -309,13 +312,14 @@ func (c *counters) state() state {
 
 func (c *counters) snapshot() Stats {
 	s := Stats{
-		New:       c.captures.Load(),
-		Bytes:     c.bytes.Load(),
-		Errors:    c.errors.Load(),
-		Robots:    c.robots.Load(),
-		Forbidden: c.forbidden.Load(),
-		Truncated: c.truncated.Load(),
-		Recovered: c.recovered.Load(),
+		New:          c.captures.Load(),
+		Bytes:        c.bytes.Load(),
+		Errors:       c.errors.Load(),
+		Robots:       c.robots.Load(),
+		Forbidden:    c.forbidden.Load(),
+		Truncated:    c.truncated.Load(),
+		Recovered:    c.recovered.Load(),
+		Rediscovered: c.rediscovered.Load(),
 
 		NotModified:    c.notModified.Load(),
 		Unchanged:      c.unchanged.Load(),

@@ -51,6 +51,22 @@ type Options struct {
 	MaxOffScopeHops    int           // drop URLs more hops outside the scope (default 3)
 	ExpectedURLs       uint          // Bloom filter sizing (default 10,000,000 at 1% false positives)
 	Now                func() time.Time
+	// Archive, when set, tells what the node holds that this frontier
+	// never queued: captures another node made, copied here.
+	Archive Archive
+}
+
+// An Archive tells a frontier what its node holds already that it never
+// queued itself: the captures of a site another node crawled before this
+// one took it over. Its methods read through r, the batch Add stages into.
+type Archive interface {
+	// Archived says whether it is archived: an item that passes the seen
+	// test and is, is marked seen and not queued.
+	Archived(r pebble.Reader, it Item) (bool, error)
+	// HostArchived counts host's archived URLs, up to limit: they count
+	// toward MaxPagesPerHost from the first time this frontier queues the
+	// host, as they did at the node that queued them.
+	HostArchived(r pebble.Reader, host string, limit int) (int, error)
 }
 
 // Item is a URL to crawl.
@@ -124,6 +140,9 @@ type host struct {
 	// countedIn is the Add call that last changed total: Add writes each
 	// host's count once.
 	countedIn uint64
+	// archiveCounted: total counts the host's URLs archived already
+	// (Options.Archive), once per process.
+	archiveCounted bool
 }
 
 // Frontier is safe for concurrent use; Add, Requeue, Done, Publish and
@@ -326,7 +345,29 @@ func (f *Frontier) Add(b *pebble.Batch, items []Item) (int, error) {
 			}
 		}
 		*slot = h64
+		if f.opts.Archive != nil {
+			archived, err := f.opts.Archive.Archived(b, it)
+			if err != nil {
+				return added, fmt.Errorf("frontier: %w", err)
+			}
+			if archived {
+				if err := b.Set(seenKey, nil, nil); err != nil {
+					return added, fmt.Errorf("frontier: %w", err)
+				}
+				f.seen.Add(hash)
+				f.stats.Dropped["archived"]++
+				continue
+			}
+		}
 		h := f.host(it.Host)
+		if f.opts.MaxPagesPerHost > 0 && f.opts.Archive != nil && !h.archiveCounted {
+			n, err := f.opts.Archive.HostArchived(b, it.Host, f.opts.MaxPagesPerHost)
+			if err != nil {
+				return added, fmt.Errorf("frontier: %w", err)
+			}
+			h.total = max(h.total, n)
+			h.archiveCounted = true
+		}
 		if f.opts.MaxPagesPerHost > 0 && h.total >= f.opts.MaxPagesPerHost {
 			f.stats.Dropped["host-limit"]++
 			continue

@@ -457,3 +457,48 @@ func TestQueueOrderUnderChurn(t *testing.T) {
 		t.Fatalf("after %d URLs, all done: %v, want ErrEmpty", n, err)
 	}
 }
+
+// fakeArchive holds some URLs already and counts some of a host's.
+type fakeArchive struct {
+	urls  map[string]bool
+	hosts map[string]int
+	asked map[string]int
+}
+
+func (a *fakeArchive) Archived(_ pebble.Reader, it Item) (bool, error) { return a.urls[it.URL], nil }
+
+func (a *fakeArchive) HostArchived(_ pebble.Reader, host string, limit int) (int, error) {
+	a.asked[host]++
+	return min(a.hosts[host], limit), nil
+}
+
+// With an Archive, a URL archived already is marked seen, not queued, and
+// a host's archived URLs count toward its limit, asked once per host.
+func TestArchivedURLsAreSeen(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	a := &fakeArchive{urls: map[string]bool{"http://a/held": true}, hosts: map[string]int{"a": 1, "b": 2}, asked: map[string]int{}}
+	f, _ := Open(db, Options{MaxPagesPerHost: 3, Archive: a})
+	if n := add(t, db, f, item("a", "/held", 1), item("a", "/new", 1), item("a", "/new2", 1), item("a", "/over", 1)); n != 2 {
+		t.Errorf("host a: queued %d, want 2 (/new, /new2: 1 archived + 2 reach the limit of 3)", n)
+	}
+	if n := add(t, db, f, item("b", "/1", 1), item("b", "/2", 1)); n != 1 {
+		t.Errorf("host b: queued %d, want 1 (2 archived + 1)", n)
+	}
+	s := f.Stats()
+	for reason, want := range map[string]int{"archived": 1, "host-limit": 2} {
+		if s.Dropped[reason] != want {
+			t.Errorf("dropped[%s] = %d, want %d (%v)", reason, s.Dropped[reason], want, s.Dropped)
+		}
+	}
+	// The seen set remembers it, across a restart.
+	f.Close()
+	delete(a.urls, "http://a/held")
+	f, _ = Open(db, Options{MaxPagesPerHost: 3, Archive: a})
+	if n := add(t, db, f, item("a", "/held", 1)); n != 0 {
+		t.Errorf("an archived URL offered again after a restart: queued %d, want 0", n)
+	}
+	if a.asked["a"] != 1 || a.asked["b"] != 1 {
+		t.Errorf("hosts' archived URLs asked %v, want once each", a.asked)
+	}
+}

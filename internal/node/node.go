@@ -85,6 +85,10 @@ type Config struct {
 	// that repair never starves crawling or replay.
 	RepairEvery time.Duration
 	RepairRate  int64
+	// RediscoverAfter is how long a member must stay away before the
+	// others take its frontier for lost and follow again the links into
+	// its sites (default DefaultRediscoverAfter).
+	RediscoverAfter time.Duration
 	// ScrubRate caps the bytes per second of this node's own records read
 	// back against their digests, a part each repair round (default
 	// DefaultScrubRate; negative: no scrub).
@@ -183,6 +187,9 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if cfg.Replicas < 1 {
 		return nil, fmt.Errorf("node: replicas %d: at least 1", cfg.Replicas)
+	}
+	if cfg.RediscoverAfter <= 0 {
+		cfg.RediscoverAfter = DefaultRediscoverAfter
 	}
 	if cfg.RepairEvery <= 0 {
 		cfg.RepairEvery = DefaultRepairEvery
@@ -544,6 +551,7 @@ func (n *Node) Run(ctx context.Context) error {
 		wg.Go(func() { fail("content-seen test", n.dedup.Run(ctx)) })
 		wg.Go(func() { n.watch(ctx) })
 		wg.Go(func() { n.repair(ctx) })
+		wg.Go(func() { n.rediscoverGone(ctx) })
 	}
 	<-ctx.Done()
 	if n.members != nil && n.cfg.LeaveTimeout > 0 && !n.drain.on.Load() {

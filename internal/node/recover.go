@@ -55,6 +55,13 @@ func (p *pastRings) changed(cur *ring.Ring, self string, now time.Time) {
 	}
 }
 
+// current returns the ring changed was last told of.
+func (p *pastRings) current() *ring.Ring {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
 // holders returns the IDs of the nodes that held site in the rings of the
 // window, but for self.
 func (p *pastRings) holders(site, self string, replicas int, now time.Time) []string {

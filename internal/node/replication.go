@@ -105,6 +105,7 @@ func (n *Node) metricsHandler() http.Handler {
 		metric("frontier_hosts", "Hosts in the frontier.", "gauge", float64(c.Hosts))
 		metric("pages_per_second", "Capture rate over the last minute.", "gauge", c.PagesPerSecond)
 		metric("recovered_total", "URLs not fetched because a previous holder had them.", "counter", float64(c.Recovered))
+		metric("rediscovered_total", "Links and seeds queued again because a member gone for good held their sites.", "counter", float64(c.Rediscovered))
 		metric("revisits_not_modified_total", "Revisit records of 304 Not Modified answers.", "counter", float64(c.Revisits.NotModified))
 		metric("revisits_unchanged_total", "Revisit records of unchanged payloads.", "counter", float64(c.Revisits.Unchanged))
 		metric("revisits_duplicate_total", "Revisit records of payloads archived under another URL.", "counter", float64(c.Revisits.Duplicate))

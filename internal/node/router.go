@@ -94,7 +94,11 @@ func (n *Node) watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-n.members.Changes():
-			n.past.changed(n.members.Ring(), n.ID(), time.Now())
+			prev, cur := n.past.current(), n.members.Ring()
+			n.past.changed(cur, n.ID(), time.Now())
+			if err := n.noteDepartures(prev, cur, time.Now()); err != nil {
+				n.log.Error("node: recording departures", "err", err)
+			}
 			n.rememberPeers()
 			err := n.crawl.Update(ctx, func(b *pebble.Batch) error {
 				if err := n.out.Reroute(b, n.ownerOfURL); err != nil {

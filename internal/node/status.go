@@ -65,6 +65,9 @@ type CrawlStatus struct {
 	// Recovered counts URLs not fetched because the previous holder of
 	// their host had them (page recovery).
 	Recovered int64 `json:"recovered"`
+	// Rediscovered counts links and seeds queued again because a member
+	// that held their sites is gone for good, with its frontier.
+	Rediscovered int64 `json:"rediscovered"`
 	// Revisits are the revisit records written since the node started,
 	// by why the payload was not stored again (see crawl.Stats).
 	Revisits RevisitStatus `json:"revisits"`
@@ -152,6 +155,7 @@ func (n *Node) localStatus() Status {
 		Crawl: CrawlStatus{
 			Captures: cs.Captures, Bytes: cs.Bytes, Errors: cs.Errors, Deferred: cs.Deferred, Retried: cs.Retried,
 			Robots: cs.Robots, Forbidden: cs.Forbidden, Truncated: cs.Truncated, Recovered: cs.Recovered,
+			Rediscovered:   cs.Rediscovered,
 			Revisits:       RevisitStatus{NotModified: cs.NotModified, Unchanged: cs.Unchanged, Duplicate: cs.Duplicates},
 			Stored:         cs.Stored,
 			RevisitsQueued: cs.RevisitsQueued,

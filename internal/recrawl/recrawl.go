@@ -306,6 +306,31 @@ func Next(db *pebble.DB) (time.Time, bool, error) {
 	return time.Unix(int64(binary.BigEndian.Uint64(k[len(duePrefix):])), 0).UTC(), true, nil
 }
 
+// CountHost returns how many URLs of host (as urlkey.Host gives it) have
+// entries, counting no further than limit. r is the database or an
+// indexed batch.
+func CountHost(r pebble.Reader, host string, limit int) (int, error) {
+	n := 0
+	for _, scheme := range []string{"http://", "https://"} {
+		lo := entryKey(scheme + host + "/")
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: entryKey(scheme + host + "0")})
+		if err != nil {
+			return n, fmt.Errorf("recrawl: %w", err)
+		}
+		for it.First(); it.Valid() && n < limit; it.Next() {
+			n++
+		}
+		err = it.Error()
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return n, fmt.Errorf("recrawl: %w", err)
+		}
+	}
+	return n, nil
+}
+
 // Empty reports whether no URL has an entry: one seek.
 func Empty(db *pebble.DB) (bool, error) {
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte(entryPrefix), UpperBound: []byte("v/v")})

@@ -664,3 +664,37 @@ func TestEmpty(t *testing.T) {
 		t.Fatalf("with one entry: empty %v, %v", empty, err)
 	}
 }
+
+// CountHost counts a host's entries under both schemes, up to the limit,
+// and no other host's: neither one its name is a prefix of, nor another
+// port of it.
+func TestCountHost(t *testing.T) {
+	db := openDB(t)
+	commit(t, db, func(b *pebble.Batch) error {
+		for _, u := range []string{
+			"http://example.com/", "https://example.com/a", "http://example.com/b?x=1",
+			"http://example.com.evil/", "http://example.com:8080/", "http://www.example.com/",
+		} {
+			if err := Put(b, nil, Entry{URL: u, Due: t0}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		host  string
+		limit int
+		want  int
+	}{
+		{"example.com", 10, 3},
+		{"example.com", 2, 2},
+		{"example.com:8080", 10, 1},
+		{"www.example.com", 10, 1},
+		{"example.org", 10, 0},
+	} {
+		got, err := CountHost(db, c.host, c.limit)
+		if err != nil || got != c.want {
+			t.Errorf("CountHost(%s, %d) = %d, %v; want %d", c.host, c.limit, got, err, c.want)
+		}
+	}
+}

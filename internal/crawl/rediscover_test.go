@@ -1,0 +1,161 @@
+package crawl
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/extract"
+	"github.com/waggle-archive/waggle/internal/frontier"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// A node that took over a site holds copies of its captures, made by the
+// node that fetched them: a peer sending one of those URLs does not make
+// it fetch the page again, Rediscover follows again the links of the
+// copied pages, fetching only those not archived yet, and the links of
+// what it fetches lead it to none of the archived pages either.
+func TestRediscoverFollowsArchivedLinksOnly(t *testing.T) {
+	srv, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/":
+			fmt.Fprint(w, `<html><body><a href="/a">a</a> <a href="/b">b</a> <a href="/c">c</a></body></html>`)
+		default:
+			fmt.Fprint(w, `<html><body><a href="/">home</a> <a href="/deeper`+r.URL.Path+`">on</a></body></html>`)
+		}
+	})
+	home, a, c := srv.URL+"/", srv.URL+"/a", srv.URL+"/c"
+
+	// The nodes that fetched them: the home page and /a, nothing more.
+	var copies []Copy
+	var homeLinks []extract.Outlink
+	for _, u := range []string{home, a} {
+		src := testConfig(t, "", u)
+		src.IgnoreRobots = true
+		src.MaxPages = 1
+		runCrawl(t, src)
+		caps := archived(t, src.Data)
+		if len(caps) != 1 || len(caps[u]) != 1 {
+			t.Fatalf("the fetching node archived %d URLs, want %s once", len(caps), u)
+		}
+		cp := caps[u][0]
+		copies = append(copies, Copy{Member: member(t, filepath.Join(src.Data, "warc"), warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+		eachRecord(t, src.Data, func(rec *warc.Record, _ warc.Location, _ bool) {
+			if rec.Type() == warc.TypeMetadata && rec.TargetURI() == home {
+				var err error
+				if homeLinks, err = ParseOutlinks(rec.Block); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+	if got := len(homeLinks); got != 3 {
+		t.Fatalf("the home page's metadata record lists %d outlinks, want 3: %+v", got, homeLinks)
+	}
+
+	dst := testConfig(t, "")
+	dst.IgnoreRobots = true
+	dst.MaxDepth = 2
+	dst.Router = &halfRouter{mine: map[string]bool{urlkey.Site(home): true}, routed: map[string]int{}}
+	cr, stop := running(t, dst)
+	defer stop()
+	ctx := context.Background()
+	if _, err := cr.Store(ctx, copies); err != nil {
+		t.Fatal(err)
+	}
+	// A peer sends /a, archived here: it is not fetched (hits below).
+	if refused, err := cr.Accept(ctx, []frontier.Item{{URL: a, Depth: 1}}); err != nil || refused != 0 {
+		t.Fatalf("Accept: %d refused, %v", refused, err)
+	}
+	n, err := cr.Rediscover(ctx, []Page{{URL: home, Links: homeLinks}}, func(u string) bool { return u != c })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("Rediscover queued %d links, want 1 (/b: /a is archived, /c not selected)", n)
+	}
+	if got := cr.Stats().Rediscovered; got != 1 {
+		t.Errorf("Stats.Rediscovered = %d, want 1", got)
+	}
+	deeper := srv.URL + "/deeper/b"
+	for deadline := time.Now().Add(time.Minute); len(archivedBy(t, cr, deeper)) == 0 || cr.Stats().Queued > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("/b and /deeper/b were not fetched, or the crawl did not settle: %+v", cr.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	// Nothing else was fetched: /b's link to the home page, archived, is
+	// not followed, and the depth the home page was fetched at holds
+	// (/deeper/b, at depth 2, is not followed further).
+	want := map[string]int{"/": 1, "/a": 1, "/b": 1, "/deeper/b": 1}
+	for path, n := range hits() {
+		if n != want[path] {
+			t.Errorf("%s fetched %d times, want %d", path, n, want[path])
+		}
+	}
+}
+
+// archivedBy returns the captures of u that cr's index holds.
+func archivedBy(t *testing.T, cr *Crawler, u string) []index.Capture {
+	t.Helper()
+	key, err := urlkey.SURT(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caps []index.Capture
+	err = index.New(cr.db).Captures(context.Background(), key, false, func(c index.Capture) (bool, error) {
+		caps = append(caps, c)
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return caps
+}
+
+// Outlinks written into a metadata record read back as they were written.
+func TestOutlinksRoundTrip(t *testing.T) {
+	links := []extract.Outlink{
+		{URL: "http://example.com/a", Kind: extract.Link, Path: "a/@href"},
+		{URL: "http://example.com/s.css", Kind: extract.Embed, Path: "link/@href"},
+		{URL: "https://example.com/", Kind: extract.Redirect, Path: "http/location"},
+	}
+	rec := warc.NewMetadata("http://example.com/", time.Now(), outlinkFields(links))
+	got, err := ParseOutlinks(rec.Block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, links) {
+		t.Errorf("read back %+v, want %+v", got, links)
+	}
+}
+
+// ParseOutlinks reads blocks that come from disk and from peers: any
+// bytes give canonical URLs, and what it reads survives being written
+// and read again.
+func FuzzParseOutlinks(f *testing.F) {
+	f.Add([]byte("outlink: http://example.com/a L a/@href\r\noutlink: http://example.com/b E img/@src\r\n"))
+	f.Add([]byte("outlink: HTTP://EXAMPLE.com/../a R\r\nvia: x\r\noutlink:\r\n"))
+	f.Add([]byte("Outlink: http://example.com/%zz L\n\n\x00"))
+	f.Fuzz(func(t *testing.T, block []byte) {
+		links, err := ParseOutlinks(block)
+		if err != nil {
+			return
+		}
+		again, err := ParseOutlinks(warc.NewMetadata("http://example.com/", time.Now(), outlinkFields(links)).Block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(again, links) {
+			t.Fatalf("written and read again: %+v, want %+v", again, links)
+		}
+	})
+}

@@ -1,0 +1,353 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/extract"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/ring"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// DefaultRediscoverAfter is Config.RediscoverAfter's default: longer than a
+// restart or a reboot takes, so that a node coming back with its frontier
+// does not find the others crawling it too.
+const DefaultRediscoverAfter = 15 * time.Minute
+
+// departedPrefix keys the members that left the ring and have not come
+// back: k/departed/<ID> → departure (JSON). They are kept on disk so that a
+// restart does not forget a departure it has not acted on.
+const departedPrefix = "k/departed/"
+
+// A departure is a member seen leaving the ring, and the ring's members
+// before it left: who owned and who held each site then.
+type departure struct {
+	Member ring.Member   `json:"member"`
+	Since  time.Time     `json:"since"`
+	Before []ring.Member `json:"before"`
+}
+
+// pagesLooked bounds how many captures of a URL, newest first, are looked
+// at for the metadata record that lists its links: the newest visits of an
+// unchanged page are revisits, which have none.
+const pagesLooked = 8
+
+// noteDepartures records the members of prev that cur lacks, and forgets
+// the departures of members cur has again.
+func (n *Node) noteDepartures(prev, cur *ring.Ring, now time.Time) error {
+	b := n.db.NewBatch()
+	defer b.Close()
+	if prev != nil {
+		for _, m := range prev.Members() {
+			if m.ID == n.ID() || inRing(cur, m.ID) {
+				continue
+			}
+			v, err := json.Marshal(departure{Member: m, Since: now, Before: prev.Members()})
+			if err != nil {
+				return err
+			}
+			if err := b.Set([]byte(departedPrefix+m.ID), v, nil); err != nil {
+				return err
+			}
+		}
+	}
+	for _, m := range cur.Members() {
+		if err := b.Delete([]byte(departedPrefix+m.ID), nil); err != nil {
+			return err
+		}
+	}
+	return b.Commit(pebble.Sync)
+}
+
+func inRing(r *ring.Ring, id string) bool {
+	return slices.ContainsFunc(r.Members(), func(m ring.Member) bool { return m.ID == id })
+}
+
+// departures returns the departures on record.
+func (n *Node) departures() ([]departure, error) {
+	it, err := n.db.NewIter(&pebble.IterOptions{LowerBound: []byte(departedPrefix), UpperBound: []byte("k/departed0")})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var ds []departure
+	for it.First(); it.Valid(); it.Next() {
+		var d departure
+		if err := json.Unmarshal(it.Value(), &d); err != nil || d.Member.ID == "" {
+			n.log.Warn("node: dropping an unreadable departure record", "key", string(it.Key()))
+			if err := n.db.Delete(bytes.Clone(it.Key()), pebble.Sync); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		ds = append(ds, d)
+	}
+	return ds, it.Error()
+}
+
+// rediscoverGone waits for members that left the ring to stay away for
+// Config.RediscoverAfter, and then takes their frontiers for lost: the
+// URLs they had accepted and not fetched yet. It follows again the links
+// of the archived pages of the sites this node now owns — every link of
+// a site the gone member owned, and the links into its sites from the
+// others — and queues again its sites' seeds, so that what the gone
+// member would have crawled is crawled (Herodotus re-seeds its queue with
+// every URL ever seen for the same reason). Links archived already are
+// left to their re-crawl entries; the rest pass the seen test.
+func (n *Node) rediscoverGone(ctx context.Context) {
+	after := n.cfg.RediscoverAfter
+	tick := time.NewTicker(min(max(after/4, 50*time.Millisecond), time.Minute))
+	defer tick.Stop()
+	cutOff := false // said so in the log
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ds, err := n.departures()
+		if err != nil {
+			n.log.Warn("node: reading departures", "err", err)
+			continue
+		}
+		// The members gone long enough are taken together: one pass over
+		// the archive, however many left (a node cut off from all the
+		// others sees every one of them go).
+		var gone []departure
+		var away []ring.Member // gone long enough or not: who held what
+		for _, d := range ds {
+			if inRing(n.members.Ring(), d.Member.ID) {
+				continue
+			}
+			away = append(away, d.Member)
+			if time.Since(d.Since) >= after {
+				gone = append(gone, d)
+			}
+		}
+		if len(gone) == 0 || n.drain.on.Load() {
+			continue
+		}
+		if cur := n.members.Ring().Len(); len(away) >= cur {
+			// More members gone than here: more likely this node is cut
+			// off from them than they all failed. Each side of a partition
+			// owns the other's sites and crawls them as it finds links, but
+			// following every link again would crawl again what the
+			// others hold; wait for them to come back, or for more of the
+			// network to.
+			if !cutOff {
+				n.log.Warn("node: more members gone than present; not taking their frontiers for lost while this may be a partition", "gone", len(away), "present", cur)
+				cutOff = true
+			}
+			continue
+		}
+		cutOff = false
+		if err := n.rediscover(ctx, gone, away); err != nil {
+			if ctx.Err() == nil {
+				n.log.Warn("node: following again the links into gone members' sites", "members", len(gone), "err", err)
+			}
+			continue
+		}
+		for _, d := range gone {
+			if err := n.db.Delete([]byte(departedPrefix+d.Member.ID), pebble.Sync); err != nil {
+				n.log.Warn("node: forgetting a departure", "err", err)
+			}
+		}
+	}
+}
+
+// rediscover follows again, from the sites this node owns, the links that
+// the frontiers (and outboxes) of the gone members may have held. away
+// lists every member on record as departed, gone long enough or not.
+func (n *Node) rediscover(ctx context.Context, gone []departure, away []ring.Member) error {
+	cur := n.members.Ring()
+	// The ring with every departed member back says which nodes held each
+	// site before the departures.
+	whole, err := ring.New(append(cur.Members(), away...), ring.Options{})
+	if err != nil {
+		return err
+	}
+	type former struct {
+		id     string
+		before *ring.Ring
+	}
+	formers := make([]former, 0, len(gone))
+	ids := make([]string, 0, len(gone))
+	for _, d := range gone {
+		before, err := ring.New(d.Before, ring.Options{})
+		if err != nil {
+			return err
+		}
+		formers = append(formers, former{d.Member.ID, before})
+		ids = append(ids, d.Member.ID)
+	}
+	sites, err := n.sites(ctx)
+	if err != nil {
+		return err
+	}
+	held := make(map[string]bool, len(sites))
+	for _, s := range sites {
+		held[s] = true
+	}
+	wasGone := func(site string) bool {
+		return slices.ContainsFunc(formers, func(f former) bool {
+			o, ok := f.before.Owner(site)
+			return ok && o.ID == f.id
+		})
+	}
+	// Links are followed into a site only where its owner now holds copies
+	// of it, and so knows what was archived there and skips it. One that
+	// holds none — a node cut off from all the others sees every one of
+	// them go, and owns their sites — would fetch again what the others
+	// hold; and with one copy of each capture nothing is held.
+	ownerHolds := func(site string) bool {
+		o, ok := cur.Owner(site)
+		switch {
+		case !ok:
+			return false
+		case o.ID == n.ID():
+			return held[site]
+		default:
+			return slices.ContainsFunc(whole.Replicas(site, n.cfg.Replicas), func(m ring.Member) bool { return m.ID == o.ID })
+		}
+	}
+	mine := func(site string) bool {
+		o, ok := cur.Owner(site)
+		return ok && o.ID == n.ID()
+	}
+	started := time.Now()
+	seeds, err := n.crawl.RediscoverSeeds(ctx, func(u string) bool {
+		s := urlkey.Site(u)
+		return mine(s) && wasGone(s) && held[s]
+	})
+	if err != nil {
+		return err
+	}
+	pages, links := 0, 0
+	for _, site := range sites {
+		if !mine(site) {
+			continue
+		}
+		// Every link of a site taken from a gone member (its outbox may
+		// have held those to other sites), the links into its sites from
+		// the others.
+		taken := wasGone(site)
+		keep := func(u string) bool {
+			s := urlkey.Site(u)
+			return (taken || wasGone(s)) && ownerHolds(s)
+		}
+		err := n.pagesOf(ctx, site, pageBatch, func(ps []crawl.Page) error {
+			q, err := n.crawl.Rediscover(ctx, ps, keep)
+			pages += len(ps)
+			links += q
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	n.log.Info("node: followed again the links gone members may not have crawled", "members", ids,
+		"pages", pages, "links", links, "seeds", seeds, "took", time.Since(started).Round(time.Millisecond))
+	return nil
+}
+
+// sites lists the sites this node holds captures of, in key order.
+func (n *Node) sites(ctx context.Context) ([]string, error) {
+	var sites []string
+	err := n.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
+		if s := urlkey.SiteOfKey(c.URLKey); len(sites) == 0 || sites[len(sites)-1] != s {
+			sites = append(sites, s)
+		}
+		return true, nil
+	})
+	return sites, err
+}
+
+// pageBatch is how many URLs' pages rediscover reads at a time, so that a
+// site of any size is read in bounded memory.
+const pageBatch = 500
+
+// pagesOf calls fn with the archived pages of site, batch URLs at a time, with
+// the links their metadata records list: for each URL, those of its newest
+// capture that has them, looking no further back than its newest response
+// (a payload fetched whole: older links are of older content).
+func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]crawl.Page) error) error {
+	lo, hi := site+")/", site+")0"
+	for {
+		var keys [][]index.Capture // per URL key, its newest captures, oldest first
+		next := ""
+		err := n.local.Index().Range(ctx, lo, hi, false, func(c index.Capture) (bool, error) {
+			if len(keys) == 0 || keys[len(keys)-1][0].URLKey != c.URLKey {
+				if len(keys) == batch {
+					next = c.URLKey
+					return false, nil
+				}
+				keys = append(keys, nil)
+			}
+			k := &keys[len(keys)-1]
+			if len(*k) == pagesLooked {
+				*k = (*k)[1:]
+			}
+			*k = append(*k, c)
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		var pages []crawl.Page
+		for _, caps := range keys {
+			for i := len(caps) - 1; i >= 0; i-- {
+				c := caps[i]
+				links, found := n.outlinksOf(ctx, c)
+				if found {
+					pages = append(pages, crawl.Page{URL: c.URL, CSS: c.MIME == "text/css", Links: links})
+					break
+				}
+				if c.Type == warc.TypeResponse {
+					break
+				}
+			}
+		}
+		if err := fn(pages); err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		lo = next
+	}
+}
+
+// outlinksOf reads the outlinks of capture c's metadata record, if it has
+// one. A record that cannot be read is logged and passed over: its page's
+// links are then not followed again, as before this pass.
+func (n *Node) outlinksOf(ctx context.Context, c index.Capture) ([]extract.Outlink, bool) {
+	members, err := n.local.Companions(ctx, c)
+	if err != nil {
+		n.log.Warn("node: reading the records written with a capture", "url", c.URL, "err", err)
+		return nil, false
+	}
+	for _, m := range members {
+		rd, err := warc.NewReader(bytes.NewReader(m))
+		if err != nil {
+			continue
+		}
+		rec, _, err := rd.Next()
+		if err != nil || rec.Type() != warc.TypeMetadata {
+			continue
+		}
+		links, err := crawl.ParseOutlinks(rec.Block)
+		if err != nil {
+			n.log.Warn("node: reading the outlinks of a capture", "url", c.URL, "err", err)
+		}
+		return links, true
+	}
+	return nil, false
+}

@@ -1,0 +1,294 @@
+package node
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/websim"
+)
+
+// A member that crashes and never comes back takes its frontier with it:
+// the URLs it had accepted and not fetched yet, which the others sent it
+// once and will not send again (an unchanged page's revisit follows no
+// links). Once it has been away for RediscoverAfter, the others follow
+// again the links into its sites from the pages they hold, and the crawl
+// ends as complete as if it had stayed. With 4 nodes and 2 copies, some
+// of the links come from nodes that hold none of the victim's sites.
+func TestGoneMembersFrontierRediscovered(t *testing.T) {
+	web := websim.New(websim.Config{Seed: 5, Hosts: 12, Pages: 360})
+	// The victim's hosts answer slowly: the others are done with their
+	// sites, and have sent it every link they found, while it still has
+	// URLs queued.
+	var slow sync.Map // host → true
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := slow.Load(r.URL.Hostname()); ok {
+			time.Sleep(300 * time.Millisecond)
+		}
+		web.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	nodes, _ := startNetwork(t, 4, proxy.URL, func(c *Config) {
+		c.Replicas = 2
+		c.LeaveTimeout = -1
+		c.RediscoverAfter = time.Second
+	})
+	// The victim is the node that owns the most hosts.
+	owned := map[*testNode][]string{}
+	for _, h := range web.Hosts() {
+		o, _ := nodes[0].members.Ring().Owner(urlkey.Site("http://" + h + "/"))
+		for _, n := range nodes {
+			if n.ID() == o.ID {
+				owned[n] = append(owned[n], h)
+			}
+		}
+	}
+	victim := slices.MaxFunc(nodes, func(a, b *testNode) int { return len(owned[a]) - len(owned[b]) })
+	survivors := slices.DeleteFunc(slices.Clone(nodes), func(n *testNode) bool { return n == victim })
+	for _, h := range owned[victim] {
+		slow.Store(h, true)
+	}
+	if _, err := Submit(context.Background(), survivors[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the others to be done while the victim has URLs queued", func() bool {
+		done := int64(0)
+		for _, n := range survivors {
+			captures, busy := n.Progress()
+			if busy {
+				return false
+			}
+			done += captures
+		}
+		return done >= 100 && victim.crawl.Stats().Queued >= 5
+	})
+	queued := victim.crawl.Stats().Queued
+	victim.stop(t)
+	slow.Clear()
+	waitMembers(t, 3, survivors...)
+	waitFor(t, "the survivors to follow again the links into the victim's sites", func() bool {
+		return rediscovered(survivors) > 0
+	})
+	waitQuiet(t, survivors...)
+	again := rediscovered(survivors)
+
+	a := holdings(t, survivors)
+	missing := 0
+	for _, p := range web.Pages() {
+		if len(a.fetches[p]) == 0 {
+			missing++
+			if missing <= 5 {
+				t.Errorf("page %s was not archived", p)
+			}
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d pages not archived after a member crashed for good with %d URLs queued", missing, len(web.Pages()), queued)
+	}
+	t.Logf("victim crashed with %d URLs queued; the survivors queued %d links again; coverage %d/%d; overlap %d of %d captures",
+		queued, again, len(web.Pages())-missing, len(web.Pages()), a.overlap(), len(a.copies))
+}
+
+// A node cut off from the others for longer than RediscoverAfter sees
+// every one of them go, and owns all their sites: seeing more members
+// gone than present, it takes itself for cut off and follows no links
+// again, since it would crawl what the others hold. The other side does,
+// and fetches nothing again: the node that took each of the cut-off
+// node's sites held copies of it, and skips what it holds.
+func TestLongPartitionFetchesNothingAgain(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 9, Hosts: 12, Pages: 360})
+	faults := NewFaults()
+	nodes, _ := startNetwork(t, 3, srv.URL(), func(c *Config) {
+		c.Faults = faults
+		c.Replicas = 2 // no node holds every site
+		// Longer than failure detection takes to see both others go,
+		// so that the node alone acts on both departures at once.
+		c.RediscoverAfter = 5 * time.Second
+	})
+	if _, err := Submit(context.Background(), nodes[0].data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	waitCopies(t, 2, nodes...)
+	before := map[string]int64{}
+	for _, n := range nodes {
+		before[n.name] = n.crawl.Stats().Captures
+	}
+	alone, rest := nodes[2:], nodes[:2]
+	faults.Split(ids(alone), ids(rest))
+	waitMembers(t, 1, alone...)
+	waitMembers(t, 2, rest...)
+	waitFor(t, "the side of two to act on the departure it saw", func() bool {
+		for _, n := range rest {
+			if ds, err := n.departures(); err != nil || len(ds) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	var ds []departure
+	waitFor(t, "the node alone to have seen the others gone for twice RediscoverAfter", func() bool {
+		var err error
+		ds, err = alone[0].departures()
+		return err == nil && len(ds) == 2 && time.Since(ds[0].Since) > 10*time.Second && time.Since(ds[1].Since) > 10*time.Second
+	})
+	waitQuiet(t, alone...)
+	waitQuiet(t, rest...)
+	for _, n := range nodes {
+		if got := n.crawl.Stats().Captures; got != before[n.name] {
+			t.Errorf("%s made %d captures during the partition, with nothing new on the web", n.name, got-before[n.name])
+		}
+	}
+	if got := rediscovered(alone); got != 0 {
+		t.Errorf("the node alone queued %d links again", got)
+	}
+	if ds, err := alone[0].departures(); err != nil || len(ds) != 2 {
+		t.Errorf("the node alone holds %d departures (%v), want both, not acted on", len(ds), err)
+	}
+	t.Logf("%d links queued again on the side of two (none archived: no capture made)", rediscovered(rest))
+}
+
+func rediscovered(nodes []*testNode) int64 {
+	var sum int64
+	for _, n := range nodes {
+		sum += n.crawl.Stats().Rediscovered
+	}
+	return sum
+}
+
+// pagesOf reads a site in batches; where a batch ends changes nothing:
+// every archived page is read once, with the links its metadata record
+// lists, however many times it was captured (changed and not).
+func TestPagesOfReadsEveryPageOnce(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 3, Hosts: 2, Pages: 60})
+	cfg := nodeConfig(t.TempDir(), srv.URL(), nil)
+	n := start(t, "single", cfg)
+	if _, err := Submit(context.Background(), n.data, web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, n)
+	n.stop(t)
+	web.SetVersion(100) // most pages change
+	again := cfg.Crawl
+	again.RecrawlAll = true
+	c, err := crawl.Open(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = start(t, "single", cfg)
+	sites, err := n.sites(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sites) < 2 {
+		t.Fatalf("sites %v, want websim's two and more", sites)
+	}
+	read := func(site string, batch int) map[string]int {
+		got := map[string]int{}
+		err := n.pagesOf(context.Background(), site, batch, func(ps []crawl.Page) error {
+			if len(ps) > batch {
+				t.Errorf("a batch of %d pages, over %d", len(ps), batch)
+			}
+			for _, p := range ps {
+				got[p.URL] += 1000 + len(p.Links) // read once: the thousands count the reads
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	withLinks := 0
+	for _, site := range sites {
+		whole := read(site, 1_000_000)
+		for _, batch := range []int{1, 3, 7} {
+			if got := read(site, batch); !maps.Equal(got, whole) {
+				t.Errorf("%s read %d URLs at a time: %d pages, want the %d read at once, with the same links", site, batch, len(got), len(whole))
+			}
+		}
+		for u, v := range whole {
+			if v/1000 != 1 {
+				t.Errorf("%s read %d times", u, v/1000)
+			}
+			if v%1000 > 0 {
+				withLinks++
+			}
+		}
+	}
+	if withLinks < 20 {
+		t.Errorf("%d pages read with links, want websim's pages (at least 20)", withLinks)
+	}
+}
+
+// BenchmarkRediscover measures the pass a node makes over its archive when
+// a member is gone for good: every site's pages read, with the links of
+// their metadata records, and handed to the crawler, which finds almost
+// all archived already (the common case: only the gone member's queue is
+// new). The few it queues are links its frontier dropped at a trap limit
+// (websim's host over 300 URLs), which it drops again.
+func BenchmarkRediscover(b *testing.B) {
+	web := websim.New(websim.Config{Seed: 1, Hosts: 40, Pages: 2000})
+	srv, err := websim.Start("127.0.0.1:0", web)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	cfg := nodeConfig(b.TempDir(), srv.URL(), nil)
+	n, err := Open(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if _, err := Submit(context.Background(), cfg.Crawl.Data, web.Seeds()); err != nil {
+		b.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer wcancel()
+	if _, _, err := WaitIdle(wctx, []*Node{n}, 2*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	sites, err := n.sites(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	all := func(string) bool { return true }
+	var pages, links, queued int
+	for b.Loop() {
+		pages, links, queued = 0, 0, 0
+		for _, site := range sites {
+			err := n.pagesOf(context.Background(), site, pageBatch, func(ps []crawl.Page) error {
+				for _, p := range ps {
+					links += len(p.Links)
+				}
+				pages += len(ps)
+				q, err := n.crawl.Rediscover(context.Background(), ps, all)
+				queued += q
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(pages)*float64(b.N)/b.Elapsed().Seconds(), "pages/s")
+	b.ReportMetric(float64(pages), "pages")
+	b.ReportMetric(float64(links), "links")
+	b.ReportMetric(float64(queued), "queued")
+}
