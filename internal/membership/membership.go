@@ -180,12 +180,15 @@ type Membership struct {
 
 	mu      sync.Mutex
 	closed  bool
-	peers   map[string]*peer   // by ID, every member memberlist knows alive
-	members []Member           // the verified view, sorted by ID, State unset; never modified, only replaced
-	stale   bool               // members must be rebuilt from peers (see viewLocked)
-	version uint64             // incremented when the ring's member set changes
-	joins   int                // failed join attempts, for tests
-	failed  map[string]failure // by ID, verified members that failed, for ReconnectTimeout
+	peers   map[string]*peer // by ID, every member memberlist knows alive
+	members []Member         // the verified view, sorted by ID, State unset; never modified, only replaced
+	stale   bool             // members must be rebuilt from peers (see viewLocked)
+	version uint64           // incremented when the ring's member set changes
+	joins   int              // failed join attempts, for tests
+	// claimedAt is the gossip address of another node seen with this
+	// node's ID, "" when none was.
+	claimedAt string
+	failed    map[string]failure // by ID, verified members that failed, for ReconnectTimeout
 
 	ringMu      sync.Mutex
 	ringOpts    ring.Options // zero (the defaults) but in simulations, which cannot afford them
@@ -286,6 +289,7 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 	}
 	mc.Delegate = (*delegate)(m)
 	mc.Events = (*events)(m)
+	mc.Conflict = (*conflicts)(m)
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -313,6 +317,15 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 			m.stop(false, 0)
 			<-done
 			return nil, fmt.Errorf("membership: join: %w", ctx.Err())
+		}
+		// The join's exchange of state with the members is over: one
+		// that runs with this credential already told of itself.
+		m.mu.Lock()
+		at := m.claimedAt
+		m.mu.Unlock()
+		if at != "" {
+			m.stop(false, 0)
+			return nil, fmt.Errorf("%w: it gossips from %s (if that is this node before a move to another address, start again once the others see it gone)", ErrCredentialInUse, at)
 		}
 	}
 	m.wg.Add(1)
@@ -719,6 +732,29 @@ func (d *delegate) NotifyMsg([]byte)                           {}
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *delegate) LocalState(join bool) []byte                { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// ErrCredentialInUse is Start's answer when a member of the network runs
+// with the credential already: two nodes with one identity would claim the
+// same sites, and each would take the other's messages for its own.
+var ErrCredentialInUse = errors.New("membership: another node runs with this node's credential")
+
+// conflicts hears of another node gossiping under a member's name from
+// another address. Memberlist keeps the node it knew and ignores the
+// other; when the name is this node's, Start fails if it is joining (the
+// node already running is the other), and a running node says so.
+type conflicts Membership
+
+func (c *conflicts) NotifyConflict(existing, other *memberlist.Node) {
+	m := (*Membership)(c)
+	if existing.Name != m.selfID {
+		m.log.Warn("membership: a node claims a member's credential from another address; ignored", "member", existing.Name, "at", existing.Address(), "claimed from", other.Address())
+		return
+	}
+	m.mu.Lock()
+	m.claimedAt = other.Address()
+	m.mu.Unlock()
+	m.log.Error("membership: another node gossips with this node's credential; it is ignored, but two nodes must not share one", "other", other.Address())
+}
 
 // events follows memberlist's view. Memberlist calls it with its node lock
 // held, so it records and returns; verification runs in other goroutines.

@@ -640,3 +640,31 @@ func TestJoinWithForeignCredentialFails(t *testing.T) {
 		t.Errorf("Open with a foreign credential: %v; want it refused, naming the network", err)
 	}
 }
+
+// A second node started with a credential a running member has (a copied
+// configuration) does not start: two nodes with one identity would claim
+// the same sites. The running ones are not disturbed.
+func TestSecondNodeWithOneCredentialFails(t *testing.T) {
+	nodes, cfgs := startNetwork(t, 2, "")
+	twin := nodeConfig(t.TempDir(), "", cfgs[1].Credential, nodes[0].Addrs().Peer)
+	n, err := Open(context.Background(), twin)
+	if err == nil {
+		n.Run(canceled())
+		t.Fatal("a second node with n2's credential started")
+	}
+	if !errors.Is(err, membership.ErrCredentialInUse) || !strings.Contains(err.Error(), nodes[1].Addrs().Gossip) {
+		t.Errorf("Open with a running member's credential: %v; want ErrCredentialInUse naming %s", err, nodes[1].Addrs().Gossip)
+	}
+	for _, tn := range nodes {
+		if got := len(tn.members.Members()); got != 2 {
+			t.Errorf("%s sees %d members after the twin's attempt, want 2", tn.name, got)
+		}
+	}
+	waitMembers(t, 2, nodes...)
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
