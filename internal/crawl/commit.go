@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -407,6 +408,33 @@ func (c *Crawler) rememberPayload(digest string, ref recrawl.Ref) {
 func payloadWorthDeduplicating(raw []byte) bool {
 	end := warc.HTTPHeaderEnd(raw)
 	return end >= 0 && len(raw)-end > 0
+}
+
+// Fields of the metadata record that say where the crawl found the page
+// (frontier.Item's counts), so that its links can be followed again as
+// they were from a copy of the records (Rediscover): a node that stores a
+// copy knows the page from its records only.
+const (
+	fieldDepth        = "waggle-depth"
+	fieldEmbed        = "waggle-embed"
+	fieldRedirects    = "waggle-redirects"
+	fieldOffScopeHops = "waggle-off-scope-hops"
+)
+
+// hopFields gives an item's counts as metadata record fields: the depth,
+// and the others when they are not zero.
+func hopFields(it frontier.Item) []warc.Field {
+	fs := []warc.Field{{Name: fieldDepth, Value: strconv.Itoa(it.Depth)}}
+	if it.Embed {
+		fs = append(fs, warc.Field{Name: fieldEmbed, Value: "true"})
+	}
+	if it.Redirects > 0 {
+		fs = append(fs, warc.Field{Name: fieldRedirects, Value: strconv.Itoa(it.Redirects)})
+	}
+	if it.OffScopeHops > 0 {
+		fs = append(fs, warc.Field{Name: fieldOffScopeHops, Value: strconv.Itoa(it.OffScopeHops)})
+	}
+	return fs
 }
 
 // outlinkFields lists outlinks in the metadata record in Heritrix's form:

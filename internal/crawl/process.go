@@ -209,7 +209,7 @@ func (r *result) prepare() error {
 	}
 	r.companions = []*warc.Record{req}
 	if len(r.outlinks) > 0 {
-		meta := warc.NewMetadata(resp.URL, resp.Start, outlinkFields(r.outlinks))
+		meta := warc.NewMetadata(resp.URL, resp.Start, append(hopFields(r.lease.Item), outlinkFields(r.outlinks)...))
 		meta.Header.Set("WARC-Concurrent-To", r.record.ID())
 		r.companions = append(r.companions, meta)
 	}

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/waggle-archive/waggle/internal/extract"
 	"github.com/waggle-archive/waggle/internal/frontier"
@@ -15,12 +17,21 @@ import (
 
 // A Page is an archived page whose links Rediscover follows again: its URL,
 // whether it is a stylesheet (whose requisites are followed off the scope
-// too), and its outlinks as its metadata record lists them (ParseOutlinks).
+// too), and what its metadata record says (ParseMetadata): its outlinks,
+// and where the crawl found it (Hops: depth, requisite, redirects and hops
+// off the scope), which records written before waggle recorded it lack
+// (HasHops false).
 type Page struct {
-	URL   string
-	CSS   bool
-	Links []extract.Outlink
+	URL     string
+	CSS     bool
+	Links   []extract.Outlink
+	Hops    frontier.Item
+	HasHops bool
 }
+
+// maxRecordedCount bounds the hop counts a metadata record may claim (a
+// peer's records are read too); larger ones read as 0.
+const maxRecordedCount = 1 << 20
 
 // rediscoverBatch bounds the links handed to the committer at once.
 const rediscoverBatch = 1000
@@ -37,15 +48,21 @@ const rediscoverBatch = 1000
 func (c *Crawler) Rediscover(ctx context.Context, pages []Page, keep func(url string) bool) (int, error) {
 	q := rediscovery{c: c, keep: keep}
 	for _, p := range pages {
-		e, ok, err := recrawl.Get(c.db, p.URL)
-		if err != nil {
-			return q.queued, err
+		parent := frontier.Item{URL: p.URL, Host: urlkey.Host(p.URL)}
+		if p.HasHops {
+			parent.Depth, parent.Embed, parent.Redirects, parent.OffScopeHops = p.Hops.Depth, p.Hops.Embed, p.Hops.Redirects, p.Hops.OffScopeHops
+		} else {
+			e, ok, err := recrawl.Get(c.db, p.URL)
+			if err != nil {
+				return q.queued, err
+			}
+			// The entry of a copy says depth 0: its page's depth is not
+			// known, and under a depth limit its links are not followed.
+			if !ok || c.cfg.MaxDepth > 0 && e.Depth == 0 && !c.isSeed(newItem(p.URL, 0, "")) {
+				continue
+			}
+			parent.Depth, parent.Embed, parent.Redirects, parent.OffScopeHops = e.Depth, e.Embed, e.Redirects, e.OffScopeHops
 		}
-		if !ok {
-			continue
-		}
-		parent := frontier.Item{URL: p.URL, Host: urlkey.Host(p.URL), Depth: e.Depth, Embed: e.Embed,
-			Redirects: e.Redirects, OffScopeHops: e.OffScopeHops}
 		for _, it := range c.follow(parent, p.CSS, p.Links) {
 			if err := q.add(ctx, it); err != nil {
 				return q.queued, err
@@ -102,40 +119,66 @@ func (q *rediscovery) flush(ctx context.Context) error {
 	return nil
 }
 
-// ParseOutlinks reads the outlinks a metadata record's block lists, in the
-// form outlinkFields writes (Heritrix's "outlink: <url> <hop> <path>"),
-// keeping those whose URL is canonical.
-func ParseOutlinks(block []byte) ([]extract.Outlink, error) {
-	var links []extract.Outlink
+// ParseMetadata reads what a metadata record's block says of its page,
+// as the crawler writes it: the outlinks, in Heritrix's form ("outlink:
+// <url> <hop> <path>", those whose URL is canonical), and the hop counts
+// (hopFields). The URL and CSS of the Page are the caller's to set.
+func ParseMetadata(block []byte) (Page, error) {
+	var p Page
 	sc := bufio.NewScanner(bytes.NewReader(block))
 	sc.Buffer(nil, 1<<20)
+	count := func(v string) int {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 || n > maxRecordedCount {
+			return 0
+		}
+		return n
+	}
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok || !strings.EqualFold(name, "outlink") {
+		if !ok {
 			continue
 		}
-		fields := strings.Fields(value)
-		if len(fields) < 2 {
-			continue
+		switch strings.ToLower(name) {
+		case "outlink":
+			if l, ok := parseOutlink(value); ok {
+				p.Links = append(p.Links, l)
+			}
+		case fieldDepth:
+			p.Hops.Depth, p.HasHops = count(value), true
+		case fieldEmbed:
+			p.Hops.Embed = strings.TrimSpace(value) == "true"
+		case fieldRedirects:
+			p.Hops.Redirects = count(value)
+		case fieldOffScopeHops:
+			p.Hops.OffScopeHops = count(value)
 		}
-		u, err := urlkey.Canonical("", fields[0])
-		if err != nil || u != fields[0] {
-			continue
-		}
-		l := extract.Outlink{URL: u, Kind: extract.Link}
-		switch fields[1] {
-		case "E":
-			l.Kind = extract.Embed
-		case "R":
-			l.Kind = extract.Redirect
-		}
-		if len(fields) > 2 {
-			l.Path = fields[2]
-		}
-		links = append(links, l)
 	}
 	if err := sc.Err(); err != nil {
-		return links, fmt.Errorf("crawl: outlinks: %w", err)
+		return p, fmt.Errorf("crawl: metadata record: %w", err)
 	}
-	return links, nil
+	return p, nil
+}
+
+func parseOutlink(value string) (extract.Outlink, bool) {
+	// Split as a writer's control characters, made spaces, would be.
+	fields := strings.FieldsFunc(value, func(r rune) bool { return unicode.IsSpace(r) || r < 0x20 || r == 0x7f })
+	if len(fields) < 2 {
+		return extract.Outlink{}, false
+	}
+	u, err := urlkey.Canonical("", fields[0])
+	if err != nil || u != fields[0] {
+		return extract.Outlink{}, false
+	}
+	l := extract.Outlink{URL: u, Kind: extract.Link}
+	switch fields[1] {
+	case "E":
+		l.Kind = extract.Embed
+	case "R":
+		l.Kind = extract.Redirect
+	}
+	if len(fields) > 2 {
+		l.Path = fields[2]
+	}
+	return l, true
 }

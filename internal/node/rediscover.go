@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/waggle-archive/waggle/internal/crawl"
-	"github.com/waggle-archive/waggle/internal/extract"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/ring"
 	"github.com/waggle-archive/waggle/internal/urlkey"
@@ -67,6 +67,26 @@ func (n *Node) noteDepartures(prev, cur *ring.Ring, now time.Time) error {
 	return b.Commit(pebble.Sync)
 }
 
+// forgetDeparture deletes d's record, unless the member came back and
+// left again while it was acted on: that departure is a new one.
+func (n *Node) forgetDeparture(d departure) error {
+	key := []byte(departedPrefix + d.Member.ID)
+	v, closer, err := n.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var now departure
+	err = json.Unmarshal(v, &now)
+	closer.Close()
+	if err == nil && !now.Since.Equal(d.Since) {
+		return nil
+	}
+	return n.db.Delete(key, pebble.Sync)
+}
+
 func inRing(r *ring.Ring, id string) bool {
 	return slices.ContainsFunc(r.Members(), func(m ring.Member) bool { return m.ID == id })
 }
@@ -107,11 +127,19 @@ func (n *Node) rediscoverGone(ctx context.Context) {
 	tick := time.NewTicker(min(max(after/4, 50*time.Millisecond), time.Minute))
 	defer tick.Stop()
 	cutOff := false // said so in the log
+	// A pass that failed (the crawler stopped, its page budget spent; a
+	// disk error) is tried again later and later, not at every tick: each
+	// reads the whole archive.
+	var retryAt time.Time
+	backoff := after
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		if time.Now().Before(retryAt) || !n.crawl.Running() {
+			continue
 		}
 		ds, err := n.departures()
 		if err != nil {
@@ -135,8 +163,9 @@ func (n *Node) rediscoverGone(ctx context.Context) {
 		if len(gone) == 0 || n.drain.on.Load() {
 			continue
 		}
-		if cur := n.members.Ring().Len(); len(away) >= cur {
-			// More members gone than here: more likely this node is cut
+		if cur := n.members.Ring().Len(); len(away) > cur {
+			// More members gone than here (a network of two that lost one
+			// acts): more likely this node is cut
 			// off from them than they all failed. Each side of a partition
 			// owns the other's sites and crawls them as it finds links, but
 			// following every link again would crawl again what the
@@ -149,14 +178,17 @@ func (n *Node) rediscoverGone(ctx context.Context) {
 			continue
 		}
 		cutOff = false
-		if err := n.rediscover(ctx, gone, away); err != nil {
+		if err := n.rediscover(ctx, gone); err != nil {
 			if ctx.Err() == nil {
-				n.log.Warn("node: following again the links into gone members' sites", "members", len(gone), "err", err)
+				retryAt = time.Now().Add(backoff)
+				n.log.Warn("node: following again the links into gone members' sites", "members", len(gone), "err", err, "again in", backoff)
+				backoff = min(2*backoff, time.Hour)
 			}
 			continue
 		}
+		retryAt, backoff = time.Time{}, after
 		for _, d := range gone {
-			if err := n.db.Delete([]byte(departedPrefix+d.Member.ID), pebble.Sync); err != nil {
+			if err := n.forgetDeparture(d); err != nil {
 				n.log.Warn("node: forgetting a departure", "err", err)
 			}
 		}
@@ -164,16 +196,9 @@ func (n *Node) rediscoverGone(ctx context.Context) {
 }
 
 // rediscover follows again, from the sites this node owns, the links that
-// the frontiers (and outboxes) of the gone members may have held. away
-// lists every member on record as departed, gone long enough or not.
-func (n *Node) rediscover(ctx context.Context, gone []departure, away []ring.Member) error {
+// the frontiers (and outboxes) of the gone members may have held.
+func (n *Node) rediscover(ctx context.Context, gone []departure) error {
 	cur := n.members.Ring()
-	// The ring with every departed member back says which nodes held each
-	// site before the departures.
-	whole, err := ring.New(append(cur.Members(), away...), ring.Options{})
-	if err != nil {
-		return err
-	}
 	type former struct {
 		id     string
 		before *ring.Ring
@@ -188,35 +213,21 @@ func (n *Node) rediscover(ctx context.Context, gone []departure, away []ring.Mem
 		formers = append(formers, former{d.Member.ID, before})
 		ids = append(ids, d.Member.ID)
 	}
-	sites, err := n.sites(ctx)
-	if err != nil {
-		return err
-	}
-	held := make(map[string]bool, len(sites))
-	for _, s := range sites {
-		held[s] = true
-	}
-	wasGone := func(site string) bool {
-		return slices.ContainsFunc(formers, func(f former) bool {
-			o, ok := f.before.Owner(site)
-			return ok && o.ID == f.id
-		})
-	}
-	// Links are followed into a site only where its owner now holds copies
-	// of it, and so knows what was archived there and skips it. One that
-	// holds none — a node cut off from all the others sees every one of
-	// them go, and owns their sites — would fetch again what the others
-	// hold; and with one copy of each capture nothing is held.
-	ownerHolds := func(site string) bool {
-		o, ok := cur.Owner(site)
-		switch {
-		case !ok:
-			return false
-		case o.ID == n.ID():
-			return held[site]
-		default:
-			return slices.ContainsFunc(whole.Replicas(site, n.cfg.Replicas), func(m ring.Member) bool { return m.ID == o.ID })
+	// into says whether site was a gone member's, and whether to follow
+	// links into it: only where its owner now was one of its replicas
+	// then, and so holds copies of it, knows what was archived there and
+	// skips it. A node that was not — one that joined since, still being
+	// handed the site's captures — would fetch them again; with one copy
+	// of each capture none was, and nothing is followed.
+	into := func(site string) (wasGone, follow bool) {
+		for _, f := range formers {
+			if o, ok := f.before.Owner(site); !ok || o.ID != f.id {
+				continue
+			}
+			now, ok := cur.Owner(site)
+			return true, ok && slices.ContainsFunc(f.before.Replicas(site, n.cfg.Replicas), func(m ring.Member) bool { return m.ID == now.ID })
 		}
+		return false, true
 	}
 	mine := func(site string) bool {
 		o, ok := cur.Owner(site)
@@ -225,8 +236,13 @@ func (n *Node) rediscover(ctx context.Context, gone []departure, away []ring.Mem
 	started := time.Now()
 	seeds, err := n.crawl.RediscoverSeeds(ctx, func(u string) bool {
 		s := urlkey.Site(u)
-		return mine(s) && wasGone(s) && held[s]
+		wasGone, follow := into(s)
+		return mine(s) && wasGone && follow
 	})
+	if err != nil {
+		return err
+	}
+	sites, err := n.sites(ctx)
 	if err != nil {
 		return err
 	}
@@ -238,10 +254,12 @@ func (n *Node) rediscover(ctx context.Context, gone []departure, away []ring.Mem
 		// Every link of a site taken from a gone member (its outbox may
 		// have held those to other sites), the links into its sites from
 		// the others.
-		taken := wasGone(site)
+		taken, _ := into(site)
 		keep := func(u string) bool {
-			s := urlkey.Site(u)
-			return (taken || wasGone(s)) && ownerHolds(s)
+			if wasGone, follow := into(urlkey.Site(u)); wasGone {
+				return follow
+			}
+			return taken
 		}
 		err := n.pagesOf(ctx, site, pageBatch, func(ps []crawl.Page) error {
 			q, err := n.crawl.Rediscover(ctx, ps, keep)
@@ -274,43 +292,55 @@ func (n *Node) sites(ctx context.Context) ([]string, error) {
 // site of any size is read in bounded memory.
 const pageBatch = 500
 
-// pagesOf calls fn with the archived pages of site, batch URLs at a time, with
-// the links their metadata records list: for each URL, those of its newest
-// capture that has them, looking no further back than its newest response
-// (a payload fetched whole: older links are of older content).
+// pagesOf calls fn with the archived pages of site, batch URLs at a time,
+// with what their metadata records say: for each URL, the record of its
+// newest capture that has one, looking no further back than its newest
+// response (a payload fetched whole: older links are of older content),
+// however many unchanged revisits, which have none, came after it.
 func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]crawl.Page) error) error {
+	type looked struct {
+		newest   []index.Capture // its newest captures, oldest first
+		response *index.Capture  // its newest response, if older than those
+	}
 	lo, hi := site+")/", site+")0"
 	for {
-		var keys [][]index.Capture // per URL key, its newest captures, oldest first
+		var keys []looked
 		next := ""
 		err := n.local.Index().Range(ctx, lo, hi, false, func(c index.Capture) (bool, error) {
-			if len(keys) == 0 || keys[len(keys)-1][0].URLKey != c.URLKey {
+			if len(keys) == 0 || keys[len(keys)-1].newest[0].URLKey != c.URLKey {
 				if len(keys) == batch {
 					next = c.URLKey
 					return false, nil
 				}
-				keys = append(keys, nil)
+				keys = append(keys, looked{})
 			}
 			k := &keys[len(keys)-1]
-			if len(*k) == pagesLooked {
-				*k = (*k)[1:]
+			if c.Type == warc.TypeResponse {
+				k.newest, k.response = k.newest[:0], nil
 			}
-			*k = append(*k, c)
+			if len(k.newest) == pagesLooked {
+				if dropped := k.newest[0]; dropped.Type == warc.TypeResponse {
+					k.response = &dropped
+				}
+				k.newest = k.newest[1:]
+			}
+			k.newest = append(k.newest, c)
 			return true, nil
 		})
 		if err != nil {
 			return err
 		}
 		var pages []crawl.Page
-		for _, caps := range keys {
-			for i := len(caps) - 1; i >= 0; i-- {
-				c := caps[i]
-				links, found := n.outlinksOf(ctx, c)
-				if found {
-					pages = append(pages, crawl.Page{URL: c.URL, CSS: c.MIME == "text/css", Links: links})
-					break
-				}
-				if c.Type == warc.TypeResponse {
+		for _, k := range keys {
+			caps := slices.Clone(k.newest)
+			slices.Reverse(caps)
+			if k.response != nil {
+				caps = append(caps, *k.response)
+			}
+			for _, c := range caps {
+				if p, found := n.metadataOf(ctx, c); found {
+					p.URL, p.CSS = c.URL, c.MIME == "text/css"
+					pages = append(pages, p)
 					break
 				}
 			}
@@ -325,14 +355,14 @@ func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]cr
 	}
 }
 
-// outlinksOf reads the outlinks of capture c's metadata record, if it has
-// one. A record that cannot be read is logged and passed over: its page's
+// metadataOf reads what capture c's metadata record says, if it has one.
+// A record that cannot be read is logged and passed over: its page's
 // links are then not followed again, as before this pass.
-func (n *Node) outlinksOf(ctx context.Context, c index.Capture) ([]extract.Outlink, bool) {
+func (n *Node) metadataOf(ctx context.Context, c index.Capture) (crawl.Page, bool) {
 	members, err := n.local.Companions(ctx, c)
 	if err != nil {
 		n.log.Warn("node: reading the records written with a capture", "url", c.URL, "err", err)
-		return nil, false
+		return crawl.Page{}, false
 	}
 	for _, m := range members {
 		rd, err := warc.NewReader(bytes.NewReader(m))
@@ -343,11 +373,11 @@ func (n *Node) outlinksOf(ctx context.Context, c index.Capture) ([]extract.Outli
 		if err != nil || rec.Type() != warc.TypeMetadata {
 			continue
 		}
-		links, err := crawl.ParseOutlinks(rec.Block)
+		p, err := crawl.ParseMetadata(rec.Block)
 		if err != nil {
-			n.log.Warn("node: reading the outlinks of a capture", "url", c.URL, "err", err)
+			n.log.Warn("node: reading the metadata record of a capture", "url", c.URL, "err", err)
 		}
-		return links, true
+		return p, true
 	}
-	return nil, false
+	return crawl.Page{}, false
 }

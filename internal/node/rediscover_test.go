@@ -175,19 +175,22 @@ func TestPagesOfReadsEveryPageOnce(t *testing.T) {
 	}
 	waitQuiet(t, n)
 	n.stop(t)
+	recrawl := func() {
+		again := cfg.Crawl
+		again.RecrawlAll = true
+		c, err := crawl.Open(again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	web.SetVersion(100) // most pages change
-	again := cfg.Crawl
-	again.RecrawlAll = true
-	c, err := crawl.Open(again)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	recrawl()
 	n = start(t, "single", cfg)
 	sites, err := n.sites(context.Background())
 	if err != nil {
@@ -213,8 +216,10 @@ func TestPagesOfReadsEveryPageOnce(t *testing.T) {
 		return got
 	}
 	withLinks := 0
+	first := map[string]map[string]int{}
 	for _, site := range sites {
 		whole := read(site, 1_000_000)
+		first[site] = whole
 		for _, batch := range []int{1, 3, 7} {
 			if got := read(site, batch); !maps.Equal(got, whole) {
 				t.Errorf("%s read %d URLs at a time: %d pages, want the %d read at once, with the same links", site, batch, len(got), len(whole))
@@ -231,6 +236,20 @@ func TestPagesOfReadsEveryPageOnce(t *testing.T) {
 	}
 	if withLinks < 20 {
 		t.Errorf("%d pages read with links, want websim's pages (at least 20)", withLinks)
+	}
+
+	// More unchanged visits than pagesLooked after each page's last
+	// change: revisits, with no metadata record. The pages read are the
+	// same.
+	n.stop(t)
+	for range pagesLooked + 1 {
+		recrawl()
+	}
+	n = start(t, "single", cfg)
+	for _, site := range sites {
+		if got := read(site, 1_000_000); !maps.Equal(got, first[site]) {
+			t.Errorf("%s after %d unchanged visits: %d pages read, want the %d read before, with the same links", site, pagesLooked+1, len(got), len(first[site]))
+		}
 	}
 }
 
