@@ -30,7 +30,8 @@ type Page struct {
 }
 
 // maxRecordedCount bounds the hop counts a metadata record may claim (a
-// peer's records are read too); larger ones read as 0.
+// peer's records are read too): with a larger one, or one that does not
+// read, the record's counts are not believed.
 const maxRecordedCount = 1 << 20
 
 // rediscoverBatch bounds the links handed to the committer at once.
@@ -41,8 +42,9 @@ const rediscoverBatch = 1000
 // since that node's frontier — the URLs it had accepted and not fetched
 // yet — went with it, and an unchanged page's revisit does not follow its
 // links again. Each link is followed as when its page was fetched (depth,
-// scope, requisites), from the page's re-crawl entry; a page without one
-// is skipped. A link this node has a re-crawl entry for is archived
+// scope, requisites), from the counts its metadata record gives or else
+// from its re-crawl entry; a page with neither is skipped, as is one whose
+// entry is a copy's (depth 0, not a seed) under a depth limit. A link this node has a re-crawl entry for is archived
 // already and left to its schedule; the others pass the frontier's seen
 // test, here or at their owner's. It returns how many links it queued.
 func (c *Crawler) Rediscover(ctx context.Context, pages []Page, keep func(url string) bool) (int, error) {
@@ -127,9 +129,11 @@ func ParseMetadata(block []byte) (Page, error) {
 	var p Page
 	sc := bufio.NewScanner(bytes.NewReader(block))
 	sc.Buffer(nil, 1<<20)
+	bad := false // a count that does not read: the counts are not believed
 	count := func(v string) int {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 || n > maxRecordedCount {
+			bad = true
 			return 0
 		}
 		return n
@@ -153,6 +157,9 @@ func ParseMetadata(block []byte) (Page, error) {
 		case fieldOffScopeHops:
 			p.Hops.OffScopeHops = count(value)
 		}
+	}
+	if bad || !p.HasHops {
+		p.Hops, p.HasHops = frontier.Item{}, false
 	}
 	if err := sc.Err(); err != nil {
 		return p, fmt.Errorf("crawl: metadata record: %w", err)

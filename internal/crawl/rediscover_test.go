@@ -151,6 +151,24 @@ func TestMetadataRoundTrip(t *testing.T) {
 	}
 }
 
+// Hop counts that do not read, or are out of bounds, are not believed: the
+// page is then known by its re-crawl entry, which under a depth limit a
+// copy's is not.
+func TestMetadataWithBadCountsHasNoHops(t *testing.T) {
+	for _, block := range []string{
+		"waggle-depth: -3\r\n",
+		"waggle-depth: x\r\n",
+		"waggle-depth: 2000000\r\n",
+		"waggle-depth: 2\r\nwaggle-redirects: many\r\n",
+		"waggle-embed: true\r\n", // no depth
+	} {
+		p, err := ParseMetadata([]byte(block + "outlink: http://example.com/a L a/@href\r\n"))
+		if err != nil || p.HasHops || p.Hops != (frontier.Item{}) || len(p.Links) != 1 {
+			t.Errorf("%q: %+v, %v; want the link, and no counts", block, p, err)
+		}
+	}
+}
+
 func metadataBlock(p Page) []byte {
 	var fs []warc.Field
 	if p.HasHops {

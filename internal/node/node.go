@@ -146,6 +146,7 @@ type Node struct {
 	rate              rate
 	net               *archive.Network // the network's archive (nil for a single node)
 	past              pastRings        // recent rings, for page recovery
+	departMu          sync.Mutex       // orders noteDepartures and forgetDeparture
 	budget            *antientropy.Budget
 	repairs           repairCounters
 	scrubs            scrubCounters

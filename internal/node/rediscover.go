@@ -43,6 +43,8 @@ const pagesLooked = 8
 // noteDepartures records the members of prev that cur lacks, and forgets
 // the departures of members cur has again.
 func (n *Node) noteDepartures(prev, cur *ring.Ring, now time.Time) error {
+	n.departMu.Lock()
+	defer n.departMu.Unlock()
 	b := n.db.NewBatch()
 	defer b.Close()
 	if prev != nil {
@@ -70,6 +72,8 @@ func (n *Node) noteDepartures(prev, cur *ring.Ring, now time.Time) error {
 // forgetDeparture deletes d's record, unless the member came back and
 // left again while it was acted on: that departure is a new one.
 func (n *Node) forgetDeparture(d departure) error {
+	n.departMu.Lock()
+	defer n.departMu.Unlock()
 	key := []byte(departedPrefix + d.Member.ID)
 	v, closer, err := n.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -199,10 +203,6 @@ func (n *Node) rediscoverGone(ctx context.Context) {
 // the frontiers (and outboxes) of the gone members may have held.
 func (n *Node) rediscover(ctx context.Context, gone []departure) error {
 	cur := n.members.Ring()
-	type former struct {
-		id     string
-		before *ring.Ring
-	}
 	formers := make([]former, 0, len(gone))
 	ids := make([]string, 0, len(gone))
 	for _, d := range gone {
@@ -213,22 +213,7 @@ func (n *Node) rediscover(ctx context.Context, gone []departure) error {
 		formers = append(formers, former{d.Member.ID, before})
 		ids = append(ids, d.Member.ID)
 	}
-	// into says whether site was a gone member's, and whether to follow
-	// links into it: only where its owner now was one of its replicas
-	// then, and so holds copies of it, knows what was archived there and
-	// skips it. A node that was not — one that joined since, still being
-	// handed the site's captures — would fetch them again; with one copy
-	// of each capture none was, and nothing is followed.
-	into := func(site string) (wasGone, follow bool) {
-		for _, f := range formers {
-			if o, ok := f.before.Owner(site); !ok || o.ID != f.id {
-				continue
-			}
-			now, ok := cur.Owner(site)
-			return true, ok && slices.ContainsFunc(f.before.Replicas(site, n.cfg.Replicas), func(m ring.Member) bool { return m.ID == now.ID })
-		}
-		return false, true
-	}
+	into := func(site string) (wasGone, follow bool) { return intoGone(site, cur, formers, n.cfg.Replicas) }
 	mine := func(site string) bool {
 		o, ok := cur.Owner(site)
 		return ok && o.ID == n.ID()
@@ -276,6 +261,34 @@ func (n *Node) rediscover(ctx context.Context, gone []departure) error {
 	return nil
 }
 
+// A former is a gone member and the ring from before it left.
+type former struct {
+	id     string
+	before *ring.Ring
+}
+
+// intoGone says whether site was a gone member's, and whether to follow
+// links into it: only where its owner in cur was one of its replicas then,
+// and so holds copies of it, knows what was archived there and skips it.
+// A node that was not — one that joined since, still being handed the
+// site's captures — would fetch them again; with one copy of each capture
+// none was, and nothing is followed. A site can have been several gone
+// members' in turn (A left, B took it and left): the owner need have been
+// a replica in one of those rings. Other sites are followed into.
+func intoGone(site string, cur *ring.Ring, formers []former, replicas int) (wasGone, follow bool) {
+	now, owned := cur.Owner(site)
+	for _, f := range formers {
+		if o, ok := f.before.Owner(site); !ok || o.ID != f.id {
+			continue
+		}
+		wasGone = true
+		if owned && slices.ContainsFunc(f.before.Replicas(site, replicas), func(m ring.Member) bool { return m.ID == now.ID }) {
+			return true, true
+		}
+	}
+	return wasGone, !wasGone
+}
+
 // sites lists the sites this node holds captures of, in key order.
 func (n *Node) sites(ctx context.Context) ([]string, error) {
 	var sites []string
@@ -294,13 +307,15 @@ const pageBatch = 500
 
 // pagesOf calls fn with the archived pages of site, batch URLs at a time,
 // with what their metadata records say: for each URL, the record of its
-// newest capture that has one, looking no further back than its newest
-// response (a payload fetched whole: older links are of older content),
-// however many unchanged revisits, which have none, came after it.
+// newest capture that has one, looking no further back than its last
+// change (a response, or a revisit of a payload other than the last one:
+// older links are of older content), however many unchanged revisits,
+// which have none, came after it.
 func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]crawl.Page) error) error {
 	type looked struct {
-		newest   []index.Capture // its newest captures, oldest first
-		response *index.Capture  // its newest response, if older than those
+		newest  []index.Capture // its newest captures since its last change, oldest first
+		atFirst bool            // newest[0] is that change
+		change  *index.Capture  // the change, when older than those
 	}
 	lo, hi := site+")/", site+")0"
 	for {
@@ -315,12 +330,12 @@ func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]cr
 				keys = append(keys, looked{})
 			}
 			k := &keys[len(keys)-1]
-			if c.Type == warc.TypeResponse {
-				k.newest, k.response = k.newest[:0], nil
+			if c.Type == warc.TypeResponse || len(k.newest) > 0 && c.Digest != k.newest[len(k.newest)-1].Digest {
+				k.newest, k.atFirst, k.change = k.newest[:0], true, nil
 			}
 			if len(k.newest) == pagesLooked {
-				if dropped := k.newest[0]; dropped.Type == warc.TypeResponse {
-					k.response = &dropped
+				if dropped := k.newest[0]; k.atFirst {
+					k.change, k.atFirst = &dropped, false
 				}
 				k.newest = k.newest[1:]
 			}
@@ -334,8 +349,8 @@ func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]cr
 		for _, k := range keys {
 			caps := slices.Clone(k.newest)
 			slices.Reverse(caps)
-			if k.response != nil {
-				caps = append(caps, *k.response)
+			if k.change != nil {
+				caps = append(caps, *k.change)
 			}
 			for _, c := range caps {
 				if p, found := n.metadataOf(ctx, c); found {

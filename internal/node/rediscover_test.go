@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/ring"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/websim"
 )
@@ -310,4 +312,64 @@ func BenchmarkRediscover(b *testing.B) {
 	b.ReportMetric(float64(pages), "pages")
 	b.ReportMetric(float64(links), "links")
 	b.ReportMetric(float64(queued), "queued")
+}
+
+// intoGone follows into a gone member's site only where its owner now was
+// one of its replicas, in the ring before any of the departures that moved
+// it: a site A owned, then B after A left, then C after B left, where C was
+// B's replica but not A's, is followed into from C.
+func TestIntoGoneWithChainedDepartures(t *testing.T) {
+	members := func(ids ...string) []ring.Member {
+		var ms []ring.Member
+		for _, id := range ids {
+			ms = append(ms, ring.Member{ID: id, Capacity: 1})
+		}
+		return ms
+	}
+	mustRing := func(ids ...string) *ring.Ring {
+		r, err := ring.New(members(ids...), ring.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	all, withoutA, now := mustRing("A", "B", "C", "D"), mustRing("B", "C", "D"), mustRing("C", "D")
+	formers := []former{{"A", all}, {"B", withoutA}} // ID order, as the records are read
+	const replicas = 2
+	chained, direct, joined := 0, 0, 0
+	for i := range 2000 {
+		site := fmt.Sprintf("test,site%d", i)
+		a, _ := all.Owner(site)
+		b, _ := withoutA.Owner(site)
+		c, _ := now.Owner(site)
+		wasGone, follow := intoGone(site, now, formers, replicas)
+		heldBy := func(r *ring.Ring, id string) bool {
+			return slices.ContainsFunc(r.Replicas(site, replicas), func(m ring.Member) bool { return m.ID == id })
+		}
+		switch {
+		case a.ID != "A" && b.ID != "B":
+			if wasGone || !follow {
+				t.Errorf("%s, never a gone member's: (%v, %v), want (false, true)", site, wasGone, follow)
+			}
+		case a.ID == "A" && b.ID == "B" && !heldBy(all, c.ID) && heldBy(withoutA, c.ID):
+			chained++
+			if !wasGone || !follow {
+				t.Errorf("%s: A's, then B's, now %s's, B's replica: (%v, %v), want (true, true)", site, c.ID, wasGone, follow)
+			}
+		case heldBy(all, c.ID) || b.ID == "B" && heldBy(withoutA, c.ID):
+			direct++
+			if !wasGone || !follow {
+				t.Errorf("%s: now %s's, a replica before: (%v, %v), want (true, true)", site, c.ID, wasGone, follow)
+			}
+		default:
+			joined++
+			if !wasGone || follow {
+				t.Errorf("%s: now %s's, a replica in neither ring: (%v, %v), want (true, false)", site, c.ID, wasGone, follow)
+			}
+		}
+	}
+	if chained == 0 || direct == 0 {
+		t.Errorf("the sites drawn cover %d chained and %d direct hand-overs; want some of each", chained, direct)
+	}
+	t.Logf("%d sites handed over twice, %d once, %d to a node that held no copy", chained, direct, joined)
 }
