@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/waggle-archive/waggle/internal/extract"
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
@@ -408,50 +406,6 @@ func (c *Crawler) rememberPayload(digest string, ref recrawl.Ref) {
 func payloadWorthDeduplicating(raw []byte) bool {
 	end := warc.HTTPHeaderEnd(raw)
 	return end >= 0 && len(raw)-end > 0
-}
-
-// Fields of the metadata record that say where the crawl found the page
-// (frontier.Item's counts), so that its links can be followed again as
-// they were from a copy of the records (Rediscover): a node that stores a
-// copy knows the page from its records only.
-const (
-	fieldDepth        = "waggle-depth"
-	fieldEmbed        = "waggle-embed"
-	fieldRedirects    = "waggle-redirects"
-	fieldOffScopeHops = "waggle-off-scope-hops"
-)
-
-// hopFields gives an item's counts as metadata record fields: the depth,
-// and the others when they are not zero.
-func hopFields(it frontier.Item) []warc.Field {
-	fs := []warc.Field{{Name: fieldDepth, Value: strconv.Itoa(it.Depth)}}
-	if it.Embed {
-		fs = append(fs, warc.Field{Name: fieldEmbed, Value: "true"})
-	}
-	if it.Redirects > 0 {
-		fs = append(fs, warc.Field{Name: fieldRedirects, Value: strconv.Itoa(it.Redirects)})
-	}
-	if it.OffScopeHops > 0 {
-		fs = append(fs, warc.Field{Name: fieldOffScopeHops, Value: strconv.Itoa(it.OffScopeHops)})
-	}
-	return fs
-}
-
-// outlinkFields lists outlinks in the metadata record in Heritrix's form:
-// "outlink: <url> <hop> <path>", hop L (link), E (embed) or R (redirect).
-func outlinkFields(links []extract.Outlink) []warc.Field {
-	fs := make([]warc.Field, 0, len(links))
-	for _, l := range links {
-		hop := "L"
-		switch l.Kind {
-		case extract.Embed:
-			hop = "E"
-		case extract.Redirect:
-			hop = "R"
-		}
-		fs = append(fs, warc.Field{Name: "outlink", Value: l.URL + " " + hop + " " + l.Path})
-	}
-	return fs
 }
 
 // refusal is what an update function returns when it declines to make its

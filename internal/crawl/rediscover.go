@@ -1,13 +1,7 @@
 package crawl
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"fmt"
-	"strconv"
-	"strings"
-	"unicode"
 
 	"github.com/waggle-archive/waggle/internal/extract"
 	"github.com/waggle-archive/waggle/internal/frontier"
@@ -28,11 +22,6 @@ type Page struct {
 	Hops    frontier.Item
 	HasHops bool
 }
-
-// maxRecordedCount bounds the hop counts a metadata record may claim (a
-// peer's records are read too): with a larger one, or one that does not
-// read, the record's counts are not believed.
-const maxRecordedCount = 1 << 20
 
 // rediscoverBatch bounds the links handed to the committer at once.
 const rediscoverBatch = 1000
@@ -119,73 +108,4 @@ func (q *rediscovery) flush(ctx context.Context) error {
 	q.c.stats.rediscovered.Add(int64(len(q.items)))
 	q.items = nil
 	return nil
-}
-
-// ParseMetadata reads what a metadata record's block says of its page,
-// as the crawler writes it: the outlinks, in Heritrix's form ("outlink:
-// <url> <hop> <path>", those whose URL is canonical), and the hop counts
-// (hopFields). The URL and CSS of the Page are the caller's to set.
-func ParseMetadata(block []byte) (Page, error) {
-	var p Page
-	sc := bufio.NewScanner(bytes.NewReader(block))
-	sc.Buffer(nil, 1<<20)
-	bad := false // a count that does not read: the counts are not believed
-	count := func(v string) int {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 0 || n > maxRecordedCount {
-			bad = true
-			return 0
-		}
-		return n
-	}
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		switch strings.ToLower(name) {
-		case "outlink":
-			if l, ok := parseOutlink(value); ok {
-				p.Links = append(p.Links, l)
-			}
-		case fieldDepth:
-			p.Hops.Depth, p.HasHops = count(value), true
-		case fieldEmbed:
-			p.Hops.Embed = strings.TrimSpace(value) == "true"
-		case fieldRedirects:
-			p.Hops.Redirects = count(value)
-		case fieldOffScopeHops:
-			p.Hops.OffScopeHops = count(value)
-		}
-	}
-	if bad || !p.HasHops {
-		p.Hops, p.HasHops = frontier.Item{}, false
-	}
-	if err := sc.Err(); err != nil {
-		return p, fmt.Errorf("crawl: metadata record: %w", err)
-	}
-	return p, nil
-}
-
-func parseOutlink(value string) (extract.Outlink, bool) {
-	// Split as a writer's control characters, made spaces, would be.
-	fields := strings.FieldsFunc(value, func(r rune) bool { return unicode.IsSpace(r) || r < 0x20 || r == 0x7f })
-	if len(fields) < 2 {
-		return extract.Outlink{}, false
-	}
-	u, err := urlkey.Canonical("", fields[0])
-	if err != nil || u != fields[0] {
-		return extract.Outlink{}, false
-	}
-	l := extract.Outlink{URL: u, Kind: extract.Link}
-	switch fields[1] {
-	case "E":
-		l.Kind = extract.Embed
-	case "R":
-		l.Kind = extract.Redirect
-	}
-	if len(fields) > 2 {
-		l.Path = fields[2]
-	}
-	return l, true
 }

@@ -313,9 +313,11 @@ const pageBatch = 500
 // which have none, came after it.
 func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]crawl.Page) error) error {
 	type looked struct {
-		newest  []index.Capture // its newest captures since its last change, oldest first
-		atFirst bool            // newest[0] is that change
-		change  *index.Capture  // the change, when older than those
+		// Its newest captures since its last change, oldest first: the
+		// first capture of a URL is a change too, so that newest[0] is the
+		// change until change is set.
+		newest []index.Capture
+		change *index.Capture // the change, once older than those
 	}
 	lo, hi := site+")/", site+")0"
 	for {
@@ -330,12 +332,12 @@ func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]cr
 				keys = append(keys, looked{})
 			}
 			k := &keys[len(keys)-1]
-			if c.Type == warc.TypeResponse || len(k.newest) > 0 && c.Digest != k.newest[len(k.newest)-1].Digest {
-				k.newest, k.atFirst, k.change = k.newest[:0], true, nil
+			if len(k.newest) == 0 || c.Type == warc.TypeResponse || c.Digest != k.newest[len(k.newest)-1].Digest {
+				k.newest, k.change = k.newest[:0], nil
 			}
 			if len(k.newest) == pagesLooked {
-				if dropped := k.newest[0]; k.atFirst {
-					k.change, k.atFirst = &dropped, false
+				if dropped := k.newest[0]; k.change == nil {
+					k.change = &dropped
 				}
 				k.newest = k.newest[1:]
 			}
