@@ -50,7 +50,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	// The node takes zero for its defaults; a flag given zero is a mistake.
 	if err := checkFlags(
-		flagRange{cfg.Replicas < 1, "replicas", "at least 1 (and the same on every node of the network)", cfg.Replicas},
+		flagRange{cfg.Replicas < 1 || cfg.Replicas > membership.MaxReplicas, "replicas", fmt.Sprintf("1 to %d (and the same on every node of the network)", membership.MaxReplicas), cfg.Replicas},
 		flagRange{cfg.Capacity < 1 || cfg.Capacity > membership.MaxCapacity, "capacity", fmt.Sprintf("1 to %d", membership.MaxCapacity), cfg.Capacity},
 		flagRange{cfg.RepairEvery <= 0, "repair-every", "more than 0", cfg.RepairEvery},
 		flagRange{cfg.RepairRate <= 0, "repair-rate", "more than 0", cfg.RepairRate},

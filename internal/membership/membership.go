@@ -79,6 +79,11 @@ type Config struct {
 	AdvertiseAddr string
 	// Capacity is the node's relative capacity, 1 to MaxCapacity.
 	Capacity int
+	// Replicas is how many members keep each site, 1 to MaxReplicas. Every
+	// member must use the same count, or each would place copies where the
+	// others do not look for them: a member announcing another count is
+	// excluded, and Start fails if the network it joins keeps another.
+	Replicas int
 	// HTTPAddr and PeerAddr are where this node serves replay and peer RPC,
 	// as other nodes dial them.
 	HTTPAddr, PeerAddr string
@@ -163,20 +168,21 @@ const maxConcurrentVerify = 16
 // Membership is a running node's view of the network. Its methods are safe
 // for concurrent use.
 type Membership struct {
-	logw    *logWriter
-	self    Member
-	selfID  string
-	meta    []byte
-	join    []string
-	verify  func(context.Context, Member) error
-	tuning  Tuning
-	log     *slog.Logger
-	ml      *memberlist.Memberlist
-	ctx     context.Context // cancelled on Leave or Close
-	cancel  context.CancelFunc
-	sem     chan struct{}
-	changes chan struct{}
-	wg      sync.WaitGroup
+	logw     *logWriter
+	self     Member
+	selfID   string
+	replicas int
+	meta     []byte
+	join     []string
+	verify   func(context.Context, Member) error
+	tuning   Tuning
+	log      *slog.Logger
+	ml       *memberlist.Memberlist
+	ctx      context.Context // cancelled on Leave or Close
+	cancel   context.CancelFunc
+	sem      chan struct{}
+	changes  chan struct{}
+	wg       sync.WaitGroup
 
 	mu      sync.Mutex
 	closed  bool
@@ -188,6 +194,9 @@ type Membership struct {
 	// claimedAt is the gossip address of another node seen with this
 	// node's ID, "" when none was.
 	claimedAt string
+	// disagrees is the last member seen announcing another Replicas count
+	// than this node's, for Start's error.
+	disagrees *disagreement
 	failed    map[string]failure // by ID, verified members that failed, for ReconnectTimeout
 
 	ringMu      sync.Mutex
@@ -227,7 +236,7 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 	if cfg.Credential == nil {
 		return nil, errors.New("membership: no credential")
 	}
-	nm := nodeMeta{Name: cfg.Credential.Name(), Capacity: cfg.Capacity, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr}
+	nm := nodeMeta{Name: cfg.Credential.Name(), Capacity: cfg.Capacity, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Replicas: cfg.Replicas}
 	meta, err := encodeMeta(nm)
 	if err != nil {
 		return nil, fmt.Errorf("membership: %w", err)
@@ -272,20 +281,21 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Membership{
-		logw:    logw,
-		self:    Member{ID: id, Name: nm.Name, Capacity: nm.Capacity, HTTPAddr: nm.HTTPAddr, PeerAddr: nm.PeerAddr},
-		selfID:  id,
-		meta:    meta,
-		join:    slices.Clone(cfg.Join),
-		verify:  cfg.Verify,
-		tuning:  t,
-		log:     lg,
-		ctx:     bctx,
-		cancel:  cancel,
-		sem:     make(chan struct{}, maxConcurrentVerify),
-		changes: make(chan struct{}, 1),
-		peers:   make(map[string]*peer),
-		failed:  make(map[string]failure),
+		logw:     logw,
+		self:     Member{ID: id, Name: nm.Name, Capacity: nm.Capacity, HTTPAddr: nm.HTTPAddr, PeerAddr: nm.PeerAddr},
+		selfID:   id,
+		replicas: nm.Replicas,
+		meta:     meta,
+		join:     slices.Clone(cfg.Join),
+		verify:   cfg.Verify,
+		tuning:   t,
+		log:      lg,
+		ctx:      bctx,
+		cancel:   cancel,
+		sem:      make(chan struct{}, maxConcurrentVerify),
+		changes:  make(chan struct{}, 1),
+		peers:    make(map[string]*peer),
+		failed:   make(map[string]failure),
 	}
 	mc.Delegate = (*delegate)(m)
 	mc.Events = (*events)(m)
@@ -321,11 +331,17 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 		// The join's exchange of state with the members is over: one
 		// that runs with this credential already told of itself.
 		m.mu.Lock()
-		at := m.claimedAt
+		at, other := m.claimedAt, m.disagrees
 		m.mu.Unlock()
 		if at != "" {
 			m.stop(false, 0)
 			return nil, fmt.Errorf("%w: it gossips from %s (if that is this node before a move to another address, start again once the others see it gone)", ErrCredentialInUse, at)
+		}
+		if other != nil {
+			// Leaving tells the members at once that this node is not
+			// coming; they excluded it already.
+			m.stop(true, m.tuning.ProbeTimeout)
+			return nil, fmt.Errorf("%w: member %s (%s) keeps %d copies of each site, this node %d", ErrReplicasDisagree, other.name, other.gossipAddr, other.replicas, m.replicas)
 		}
 	}
 	m.wg.Add(1)
@@ -568,6 +584,12 @@ func (m *Membership) observe(n *memberlist.Node) {
 		m.log.Warn("membership: ignoring a member with bad metadata", "id", n.Name, "gossip", addr, "err", err)
 		return
 	}
+	if nm.Replicas != 0 && nm.Replicas != m.replicas {
+		m.disagrees = &disagreement{name: nm.Name, gossipAddr: addr, replicas: nm.Replicas}
+		m.log.Error("membership: ignoring a member that keeps another number of copies of each site; every member must use the same",
+			"id", n.Name, "name", nm.Name, "gossip", addr, "replicas", nm.Replicas, "ours", m.replicas)
+		return
+	}
 	p.valid = true
 	p.member = Member{ID: n.Name, Name: nm.Name, Capacity: nm.Capacity, HTTPAddr: nm.HTTPAddr, PeerAddr: nm.PeerAddr, GossipAddr: addr}
 	if m.verify == nil {
@@ -737,6 +759,16 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 // with the credential already: two nodes with one identity would claim the
 // same sites, and each would take the other's messages for its own.
 var ErrCredentialInUse = errors.New("membership: another node runs with this node's credential")
+
+// ErrReplicasDisagree is Start's answer when the network being joined keeps
+// another number of copies of each site than Config.Replicas.
+var ErrReplicasDisagree = errors.New("membership: the network keeps another number of copies")
+
+// disagreement is a member announcing another Replicas count.
+type disagreement struct {
+	name, gossipAddr string
+	replicas         int
+}
 
 // conflicts hears of another node gossiping under a member's name from
 // another address. Memberlist keeps the node it knew and ignores the

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ func testLogger() *slog.Logger {
 type nodeOpts struct {
 	join     []string
 	capacity int
+	replicas int // 0: 3
 	verify   func(context.Context, Member) error
 }
 
@@ -60,10 +62,14 @@ func start(t *testing.T, cred *admission.Credential, o nodeOpts) *Membership {
 	if o.capacity == 0 {
 		o.capacity = 1
 	}
+	if o.replicas == 0 {
+		o.replicas = 3
+	}
 	m, err := Start(context.Background(), Config{
 		Credential: cred,
 		BindAddr:   "127.0.0.1:0",
 		Capacity:   o.capacity,
+		Replicas:   o.replicas,
 		HTTPAddr:   "127.0.0.1:8080",
 		PeerAddr:   "localhost:9090",
 		Join:       o.join,
@@ -315,7 +321,11 @@ func TestVerifyRejects(t *testing.T) {
 func TestBadPeerMetadata(t *testing.T) {
 	netDir := newNetwork(t)
 	m := start(t, admit(t, netDir, "solo"), nodeOpts{})
-	good, err := encodeMeta(nodeMeta{Name: "peer", Capacity: 2, HTTPAddr: "10.0.0.2:80", PeerAddr: "10.0.0.2:81"})
+	good, err := encodeMeta(nodeMeta{Name: "peer", Capacity: 2, HTTPAddr: "10.0.0.2:80", PeerAddr: "10.0.0.2:81", Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCount, err := encodeMeta(nodeMeta{Name: "peer", Capacity: 2, HTTPAddr: "10.0.0.2:80", PeerAddr: "10.0.0.2:81", Replicas: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,6 +338,7 @@ func TestBadPeerMetadata(t *testing.T) {
 		{Name: id, Meta: []byte{1, 0xff}},
 		{Name: id, Meta: good[:len(good)-1]},
 		{Name: id, Meta: append(slices.Clone(good), 0)},
+		{Name: id, Meta: otherCount},
 		{Name: "not-an-id", Meta: good},
 		{Name: "", Meta: good},
 	} {
@@ -349,18 +360,65 @@ func TestBadPeerMetadata(t *testing.T) {
 	if m.Ring() == r1 || m.Ring().Len() != 1 {
 		t.Errorf("ring not rebuilt after the member was dropped")
 	}
+	// So does an update to another replica count.
+	m.observe(&memberlist.Node{Name: id, Meta: good})
+	m.observe(&memberlist.Node{Name: id, Meta: otherCount})
+	if got := m.Members(); len(got) != 1 {
+		t.Errorf("member kept after it announced another replica count: %v", got)
+	}
 	m.forget(&memberlist.Node{Name: id, State: memberlist.StateDead})
+}
+
+// A node started with another replica count than the network's fails to
+// start, naming a member and both counts, and the network goes on without
+// it; one with the network's count then joins.
+func TestJoinWithOtherReplicasFails(t *testing.T) {
+	netDir := newNetwork(t)
+	a := start(t, admit(t, netDir, "alpha"), nodeOpts{replicas: 2})
+	b := start(t, admit(t, netDir, "beta"), nodeOpts{replicas: 2, join: []string{a.self.GossipAddr}})
+	waitFor(t, "alpha and beta agree", func() error { return agree([]*Membership{a, b}, []string{a.self.ID, b.self.ID}) })
+
+	odd := admit(t, netDir, "odd")
+	m, err := Start(context.Background(), Config{
+		Credential: odd, BindAddr: "127.0.0.1:0", Capacity: 1, Replicas: 3,
+		HTTPAddr: "127.0.0.1:8080", PeerAddr: "localhost:9090",
+		Join: []string{a.self.GossipAddr}, Logger: testLogger(), Tuning: LocalTuning(),
+	})
+	if err == nil {
+		m.Close()
+		t.Fatal("a node keeping 3 copies joined a network keeping 2")
+	}
+	if !errors.Is(err, ErrReplicasDisagree) || !strings.Contains(err.Error(), "keeps 2 copies") || !strings.Contains(err.Error(), "this node 3") {
+		t.Errorf("Start: %v; want ErrReplicasDisagree with both counts", err)
+	}
+	for _, n := range []*Membership{a, b} {
+		if got := ids(n.Members()); slices.Contains(got, odd.ID()) {
+			t.Errorf("%s lets the odd node in: %v", n.self.Name, got)
+		}
+	}
+
+	c := start(t, admit(t, netDir, "gamma"), nodeOpts{replicas: 2, join: []string{b.self.GossipAddr}})
+	waitFor(t, "all three agree", func() error {
+		return agree([]*Membership{a, b, c}, []string{a.self.ID, b.self.ID, c.self.ID})
+	})
 }
 
 func TestStartErrors(t *testing.T) {
 	netDir := newNetwork(t)
 	cred := admit(t, netDir, "n")
-	base := Config{Credential: cred, BindAddr: "127.0.0.1:0", Capacity: 1, HTTPAddr: "127.0.0.1:1", PeerAddr: "127.0.0.1:2", Logger: testLogger()}
+	base := Config{Credential: cred, BindAddr: "127.0.0.1:0", Capacity: 1, Replicas: 3, HTTPAddr: "127.0.0.1:1", PeerAddr: "127.0.0.1:2", Logger: testLogger()}
+	if m, err := Start(context.Background(), base); err != nil {
+		t.Fatalf("the base configuration fails: %v", err)
+	} else {
+		m.Close()
+	}
 	long := "h" + fmt.Sprintf("%0250d", 0) + ":1"
 	for name, mod := range map[string]func(*Config){
 		"no credential":     func(c *Config) { c.Credential = nil },
 		"capacity 0":        func(c *Config) { c.Capacity = 0 },
 		"capacity too big":  func(c *Config) { c.Capacity = MaxCapacity + 1 },
+		"replicas 0":        func(c *Config) { c.Replicas = 0 },
+		"replicas too big":  func(c *Config) { c.Replicas = MaxReplicas + 1 },
 		"no peer address":   func(c *Config) { c.PeerAddr = "" },
 		"unspecified host":  func(c *Config) { c.HTTPAddr = "0.0.0.0:80" },
 		"no port":           func(c *Config) { c.PeerAddr = "127.0.0.1" },
@@ -443,7 +501,7 @@ func TestVerifyMutualTLS(t *testing.T) {
 	var nodes []*Membership
 	for i, cred := range creds {
 		cfg := Config{
-			Credential: cred, BindAddr: "127.0.0.1:0", Capacity: 1,
+			Credential: cred, BindAddr: "127.0.0.1:0", Capacity: 1, Replicas: 3,
 			HTTPAddr: "127.0.0.1:8080", PeerAddr: peers[i],
 			Verify: tlsVerifier(cred), Logger: testLogger(), Tuning: LocalTuning(),
 		}

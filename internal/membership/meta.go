@@ -10,23 +10,30 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// metaVersion is the version of the node metadata encoding. Version 1 is:
+// metaVersion is the version of the node metadata encoding. Version 2 is:
 //
-//	version byte (1)
+//	version byte (2)
 //	capacity   uvarint
 //	name       uvarint length, bytes
 //	HTTP addr  uvarint length, bytes
 //	peer addr  uvarint length, bytes
+//	replicas   uvarint
 //
-// A later version may only append fields, so that its prefix stays readable
-// by nodes that know version 1; trailing bytes are refused in version 1
-// itself, where they can only be corruption.
-const metaVersion = 1
+// Version 1 is the same without replicas: such a node's count is unknown
+// (0) and goes unchecked. A later version may only append fields, so that
+// its prefix stays readable by nodes that know this one; trailing bytes are
+// refused in the versions this node knows, where they can only be
+// corruption.
+const metaVersion = 2
 
 // MaxCapacity bounds a member's capacity. Capacities are relative, so the
 // bound costs nothing real; it keeps one member from claiming so many
 // virtual nodes that the ring cannot be built.
 const MaxCapacity = 1000
+
+// MaxReplicas bounds the number of copies a network keeps of each site:
+// beyond it a node would spend its life replicating.
+const MaxReplicas = 64
 
 const (
 	maxNameLen = 63  // a DNS label, as admission certifies names
@@ -40,6 +47,7 @@ type nodeMeta struct {
 	Capacity int
 	HTTPAddr string
 	PeerAddr string
+	Replicas int // 0: not announced (a version 1 node)
 }
 
 func (nm nodeMeta) validate() error {
@@ -55,6 +63,9 @@ func (nm nodeMeta) validate() error {
 	if err := validAddr(nm.PeerAddr); err != nil {
 		return fmt.Errorf("peer address: %w", err)
 	}
+	if nm.Replicas < 0 || nm.Replicas > MaxReplicas {
+		return fmt.Errorf("replicas %d out of range [1, %d]", nm.Replicas, MaxReplicas)
+	}
 	return nil
 }
 
@@ -64,12 +75,16 @@ func encodeMeta(nm nodeMeta) ([]byte, error) {
 	if err := nm.validate(); err != nil {
 		return nil, err
 	}
+	if nm.Replicas == 0 {
+		return nil, errors.New("replicas 0: at least 1")
+	}
 	b := []byte{metaVersion}
 	b = binary.AppendUvarint(b, uint64(nm.Capacity))
 	for _, s := range []string{nm.Name, nm.HTTPAddr, nm.PeerAddr} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
+	b = binary.AppendUvarint(b, uint64(nm.Replicas))
 	if len(b) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("metadata is %d bytes, more than memberlist's %d", len(b), memberlist.MetaMaxSize)
 	}
@@ -85,25 +100,15 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	if len(b) > memberlist.MetaMaxSize {
 		return nm, fmt.Errorf("metadata is %d bytes, more than %d", len(b), memberlist.MetaMaxSize)
 	}
-	if b[0] != metaVersion {
-		if b[0] == 0 {
-			return nm, errors.New("metadata version 0")
-		}
-		if b[0] < metaVersion {
-			return nm, fmt.Errorf("unknown metadata version %d", b[0])
-		}
-		// A newer version: read the version 1 prefix below, ignore the rest.
+	if b[0] == 0 {
+		return nm, errors.New("metadata version 0")
 	}
-	rest := b[1:]
-	c, n := binary.Uvarint(rest)
-	if n <= 0 {
-		return nm, errors.New("truncated capacity")
+	// A newer version than this node's: read the prefix it knows below,
+	// ignore the rest.
+	rest, err := readCount(b[1:], &nm.Capacity, "capacity", MaxCapacity)
+	if err != nil {
+		return nm, err
 	}
-	if c < 1 || c > MaxCapacity {
-		return nm, fmt.Errorf("capacity %d out of range [1, %d]", c, MaxCapacity)
-	}
-	nm.Capacity = int(c)
-	rest = rest[n:]
 	for _, dst := range []*string{&nm.Name, &nm.HTTPAddr, &nm.PeerAddr} {
 		l, n := binary.Uvarint(rest)
 		if n <= 0 {
@@ -116,13 +121,31 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 		*dst = string(rest[:l])
 		rest = rest[l:]
 	}
-	if len(rest) > 0 && b[0] == metaVersion {
+	if b[0] >= 2 {
+		if rest, err = readCount(rest, &nm.Replicas, "replicas", MaxReplicas); err != nil {
+			return nm, err
+		}
+	}
+	if len(rest) > 0 && b[0] <= metaVersion {
 		return nm, fmt.Errorf("%d trailing bytes", len(rest))
 	}
 	if err := nm.validate(); err != nil {
 		return nodeMeta{}, err
 	}
 	return nm, nil
+}
+
+// readCount reads a uvarint from 1 to max into dst and returns what follows.
+func readCount(b []byte, dst *int, what string, max int) ([]byte, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, fmt.Errorf("truncated %s", what)
+	}
+	if v < 1 || v > uint64(max) {
+		return nil, fmt.Errorf("%s %d out of range [1, %d]", what, v, max)
+	}
+	*dst = int(v)
+	return b[n:], nil
 }
 
 // validName reports whether s is a node name as admission certifies them:

@@ -7,8 +7,8 @@ import (
 
 func TestMetaRoundTrip(t *testing.T) {
 	for _, nm := range []nodeMeta{
-		{Name: "a", Capacity: 1, HTTPAddr: "127.0.0.1:8080", PeerAddr: "[::1]:9090"},
-		{Name: "node-7", Capacity: MaxCapacity, HTTPAddr: "archive.example.org:443", PeerAddr: "10.1.2.3:7000"},
+		{Name: "a", Capacity: 1, HTTPAddr: "127.0.0.1:8080", PeerAddr: "[::1]:9090", Replicas: 1},
+		{Name: "node-7", Capacity: MaxCapacity, HTTPAddr: "archive.example.org:443", PeerAddr: "10.1.2.3:7000", Replicas: MaxReplicas},
 	} {
 		b, err := encodeMeta(nm)
 		if err != nil {
@@ -24,11 +24,18 @@ func TestMetaRoundTrip(t *testing.T) {
 		if got, err := decodeMeta(newer); err != nil || got != nm {
 			t.Errorf("newer version: %+v, %v", got, err)
 		}
+		// A version 1 node announces no replica count.
+		v1 := append([]byte{1}, b[1:len(b)-1]...)
+		want := nm
+		want.Replicas = 0
+		if got, err := decodeMeta(v1); err != nil || got != want {
+			t.Errorf("version 1: %+v, %v; want %+v", got, err, want)
+		}
 	}
 }
 
 func TestMetaRejects(t *testing.T) {
-	good, err := encodeMeta(nodeMeta{Name: "n", Capacity: 3, HTTPAddr: "h:1", PeerAddr: "h:2"})
+	good, err := encodeMeta(nodeMeta{Name: "n", Capacity: 3, HTTPAddr: "h:1", PeerAddr: "h:2", Replicas: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +51,10 @@ func TestMetaRejects(t *testing.T) {
 		"no host":      {1, 1, 1, 'n', 2, ':', '1', 3, 'h', ':', '2'},
 		"control char": {1, 1, 1, 'n', 3, 0, ':', '1', 3, 'h', ':', '2'},
 		"too long":     append(bytes.Clone(good), make([]byte, 600)...),
+		"v1 trailing":  {1, 1, 1, 'n', 3, 'h', ':', '1', 3, 'h', ':', '2', 2},
+		"no replicas":  {2, 1, 1, 'n', 3, 'h', ':', '1', 3, 'h', ':', '2'},
+		"replicas 0":   {2, 1, 1, 'n', 3, 'h', ':', '1', 3, 'h', ':', '2', 0},
+		"replicas big": {2, 1, 1, 'n', 3, 'h', ':', '1', 3, 'h', ':', '2', MaxReplicas + 1},
 	} {
 		if nm, err := decodeMeta(b); err == nil {
 			t.Errorf("%s: decoded %+v", name, nm)
@@ -52,13 +63,14 @@ func TestMetaRejects(t *testing.T) {
 }
 
 func FuzzDecodeMeta(f *testing.F) {
-	good, err := encodeMeta(nodeMeta{Name: "node-1", Capacity: 4, HTTPAddr: "127.0.0.1:8080", PeerAddr: "[::1]:9090"})
+	good, err := encodeMeta(nodeMeta{Name: "node-1", Capacity: 4, HTTPAddr: "127.0.0.1:8080", PeerAddr: "[::1]:9090", Replicas: 3})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(good)
 	f.Add(good[:5])
-	f.Add(append([]byte{2}, good[1:]...))
+	f.Add(append([]byte{1}, good[1:len(good)-1]...))
+	f.Add(append([]byte{3}, good[1:]...))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -68,6 +80,12 @@ func FuzzDecodeMeta(f *testing.F) {
 		}
 		if err := nm.validate(); err != nil {
 			t.Fatalf("decoded invalid metadata %+v: %v", nm, err)
+		}
+		if nm.Replicas == 0 {
+			if b[0] != 1 {
+				t.Fatalf("version %d metadata decoded without a replica count", b[0])
+			}
+			nm.Replicas = 1 // encodeMeta writes the current version, which has one
 		}
 		enc, err := encodeMeta(nm)
 		if err != nil {

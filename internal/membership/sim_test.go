@@ -259,6 +259,7 @@ func startSim(tb testing.TB, cfg simConfig) *simNetwork {
 		m, err := Start(context.Background(), Config{
 			Credential: cred,
 			Capacity:   cfg.capacity(i),
+			Replicas:   3,
 			HTTPAddr:   fmt.Sprintf("%s.sim:80", cred.Name()),
 			PeerAddr:   fmt.Sprintf("%s.sim:81", cred.Name()),
 			Join:       join,

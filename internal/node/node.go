@@ -74,8 +74,9 @@ type Config struct {
 	// Capacity is the node's relative capacity (default 1): its share of
 	// hosts is in proportion.
 	Capacity int
-	// Replicas is how many nodes keep each capture (default 3); it is
-	// reported, and used by replication once that runs.
+	// Replicas is how many nodes keep each capture (default 3). Every node
+	// of a network must use the same: Open fails with
+	// membership.ErrReplicasDisagree when the network keeps another count.
 	Replicas int
 	// Tuning sets membership timings (default: memberlist's LAN settings).
 	Tuning membership.Tuning
@@ -186,8 +187,8 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 	if cfg.Capacity < 1 || cfg.Capacity > membership.MaxCapacity {
 		return nil, fmt.Errorf("node: capacity %d out of range [1, %d]", cfg.Capacity, membership.MaxCapacity)
 	}
-	if cfg.Replicas < 1 {
-		return nil, fmt.Errorf("node: replicas %d: at least 1", cfg.Replicas)
+	if cfg.Replicas < 1 || cfg.Replicas > membership.MaxReplicas {
+		return nil, fmt.Errorf("node: replicas %d out of range [1, %d]", cfg.Replicas, membership.MaxReplicas)
 	}
 	if cfg.RediscoverAfter <= 0 {
 		cfg.RediscoverAfter = DefaultRediscoverAfter
@@ -335,6 +336,7 @@ func (n *Node) openNetwork(ctx context.Context) error {
 		BindAddr:      gossip,
 		AdvertiseAddr: advertiseAt,
 		Capacity:      cfg.Capacity,
+		Replicas:      cfg.Replicas,
 		HTTPAddr:      httpAddr,
 		PeerAddr:      peerAddr,
 		Join:          join,

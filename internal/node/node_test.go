@@ -663,6 +663,28 @@ func TestSecondNodeWithOneCredentialFails(t *testing.T) {
 	waitMembers(t, 2, nodes...)
 }
 
+// A node started with another --replicas than its network's stops at
+// Open, and the network is as it was.
+func TestNodeWithOtherReplicasFails(t *testing.T) {
+	netDir := newNetwork(t)
+	nodes, _ := startNetworkIn(t, netDir, 2, "")
+	odd := nodeConfig(t.TempDir(), "", admit(t, netDir, "odd"), nodes[1].Addrs().Peer)
+	odd.Replicas = 2
+	n, err := Open(context.Background(), odd)
+	if err == nil {
+		n.Run(canceled())
+		t.Fatal("a node keeping 2 copies joined a network keeping 3")
+	}
+	if !errors.Is(err, membership.ErrReplicasDisagree) || !strings.Contains(err.Error(), "keeps 3 copies") {
+		t.Errorf("Open with --replicas 2 in a network of 3: %v; want ErrReplicasDisagree", err)
+	}
+	for _, tn := range nodes {
+		if got := len(tn.members.Members()); got != 2 {
+			t.Errorf("%s sees %d members after the odd node's attempt, want 2", tn.name, got)
+		}
+	}
+}
+
 func canceled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
