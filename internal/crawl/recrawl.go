@@ -13,6 +13,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/robots"
 	"github.com/waggle-archive/waggle/internal/schedule"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
@@ -457,6 +458,11 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 		cp := *last
 		last = nil
 		if cp.Type != warc.TypeResponse && cp.Type != warc.TypeRevisit {
+			return nil
+		}
+		if robots.IsFile(cp.URL) {
+			// As in a crawl: robots.txt is fetched by the robots check when
+			// its copy expires, not revisited as a page as well.
 			return nil
 		}
 		if !empty {

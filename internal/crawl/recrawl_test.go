@@ -575,13 +575,15 @@ func TestRecrawlOfImportIsConditional(t *testing.T) {
 				return
 			}
 			io.WriteString(w, "<html><body><p>Dated.</p></body></html>")
+		case "/robots.txt":
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "User-agent: *\nDisallow: /private/\n")
 		default:
 			http.NotFound(w, r)
 		}
 	}))
 	defer srv.Close()
 	cfg := testConfig(t, "", srv.URL+"/")
-	cfg.IgnoreRobots = true
 	runCrawl(t, cfg)
 	all := cfg
 	all.RecrawlAll = true
@@ -609,6 +611,11 @@ func TestRecrawlOfImportIsConditional(t *testing.T) {
 	}
 	if got := asked["/dated"]; len(got) != 1 || got[0] != "|Tue, 03 Nov 2026 10:00:00 GMT" {
 		t.Errorf("dated page asked with %q, want its Last-Modified", got)
+	}
+	// The imported robots.txt capture is the robots cache's business, not
+	// a page to revisit: fetched once, for the robots check.
+	if got := asked["/robots.txt"]; len(got) != 1 {
+		t.Errorf("robots.txt fetched %d times by the imported archive's re-crawl, want once", len(got))
 	}
 }
 

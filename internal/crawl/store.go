@@ -15,6 +15,7 @@ import (
 
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/robots"
 	"github.com/waggle-archive/waggle/internal/schedule"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
@@ -157,6 +158,9 @@ func recordFacts(rec *warc.Record) copyFacts {
 // holds its site next knows when to revisit it and what to compare with.
 // A node queues only the URLs of sites it holds (see queueDue).
 func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) error {
+	if robots.IsFile(cp.URL) {
+		return nil // the robots check fetches it, as on the node that did
+	}
 	key := recrawl.Key(cp.URL)
 	old, had, err := recrawl.GetKey(b, key)
 	if err != nil {

@@ -277,6 +277,13 @@ func tooManyRedirects(origin string) error {
 	return fmt.Errorf("robots: more than %d redirects from %s", maxRedirects, origin+"/robots.txt")
 }
 
+// IsFile reports whether u is an origin's robots.txt, which the Cache
+// fetches (and re-fetches once expired) by itself.
+func IsFile(u string) bool {
+	_, ok := robotsOrigin(u)
+	return ok
+}
+
 // robotsOrigin returns the origin whose robots.txt u is, if it is one.
 func robotsOrigin(u string) (string, bool) {
 	p, err := url.Parse(u)
