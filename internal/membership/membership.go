@@ -306,9 +306,12 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 		cancel()
 		return nil, fmt.Errorf("membership: %w", err)
 	}
+	// Memberlist calls observe, which takes m.mu, with its node lock
+	// held, and LocalNode takes that lock: asked before m.mu, not under it.
+	gossipAddr := ml.LocalNode().Address()
 	m.mu.Lock()
 	m.ml = ml
-	m.self.GossipAddr = ml.LocalNode().Address()
+	m.self.GossipAddr = gossipAddr
 	m.stale = true
 	m.version++
 	m.signal()

@@ -310,7 +310,9 @@ const pageBatch = 500
 // newest capture that has one, looking no further back than its last
 // change (a response, or a revisit of a payload other than the last one:
 // older links are of older content), however many unchanged revisits,
-// which have none, came after it.
+// which have none, came after it. URLs that share a key (a host and its
+// www. alias, http and https, parameters in another order) are pages of
+// their own, each with its own captures.
 func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]crawl.Page) error) error {
 	type looked struct {
 		// Its newest captures since its last change, oldest first: the
@@ -321,17 +323,25 @@ func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]cr
 	}
 	lo, hi := site+")/", site+")0"
 	for {
-		var keys []looked
-		next := ""
+		var urls []*looked
+		ofKey := map[string]*looked{} // the URLs of the key being read
+		key, next := "", ""
 		err := n.local.Index().Range(ctx, lo, hi, false, func(c index.Capture) (bool, error) {
-			if len(keys) == 0 || keys[len(keys)-1].newest[0].URLKey != c.URLKey {
-				if len(keys) == batch {
+			if c.URLKey != key {
+				// A batch ends between keys, so that the next starts at one.
+				if len(urls) >= batch {
 					next = c.URLKey
 					return false, nil
 				}
-				keys = append(keys, looked{})
+				key = c.URLKey
+				clear(ofKey)
 			}
-			k := &keys[len(keys)-1]
+			k := ofKey[c.URL]
+			if k == nil {
+				k = &looked{}
+				ofKey[c.URL] = k
+				urls = append(urls, k)
+			}
 			if len(k.newest) == 0 || c.Type == warc.TypeResponse || c.Digest != k.newest[len(k.newest)-1].Digest {
 				k.newest, k.change = k.newest[:0], nil
 			}
@@ -348,7 +358,7 @@ func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]cr
 			return err
 		}
 		var pages []crawl.Page
-		for _, k := range keys {
+		for _, k := range urls {
 			caps := slices.Clone(k.newest)
 			slices.Reverse(caps)
 			if k.change != nil {
@@ -373,8 +383,10 @@ func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]cr
 }
 
 // metadataOf reads what capture c's metadata record says, if it has one.
-// A record that cannot be read is logged and passed over: its page's
-// links are then not followed again, as before this pass.
+// A record that cannot be read whole (a line over ParseMetadata's bound:
+// our records have none) is logged, and the links read before the fault
+// are followed; one that cannot be read at all is logged and passed over:
+// its page's links are then not followed again, as before this pass.
 func (n *Node) metadataOf(ctx context.Context, c index.Capture) (crawl.Page, bool) {
 	members, err := n.local.Companions(ctx, c)
 	if err != nil {

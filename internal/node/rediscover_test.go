@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/ring"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/websim"
@@ -169,10 +170,11 @@ func rediscovered(nodes []*testNode) int64 {
 // every archived page is read once, with the links its metadata record
 // lists, however many times it was captured (changed and not).
 func TestPagesOfReadsEveryPageOnce(t *testing.T) {
-	web, srv := startWeb(t, websim.Config{Seed: 3, Hosts: 2, Pages: 60})
+	// modern-arrow.test's www. alias redirects to it: two pages of one key.
+	web, srv := startWeb(t, websim.Config{Seed: 3, Hosts: 4, Pages: 60})
 	cfg := nodeConfig(t.TempDir(), srv.URL(), nil)
 	n := start(t, "single", cfg)
-	if _, err := Submit(context.Background(), n.data, web.Seeds()); err != nil {
+	if _, err := Submit(context.Background(), n.data, append(web.Seeds(), "http://www.modern-arrow.test/")); err != nil {
 		t.Fatal(err)
 	}
 	waitQuiet(t, n)
@@ -204,8 +206,16 @@ func TestPagesOfReadsEveryPageOnce(t *testing.T) {
 	read := func(site string, batch int) map[string]int {
 		got := map[string]int{}
 		err := n.pagesOf(context.Background(), site, batch, func(ps []crawl.Page) error {
-			if len(ps) > batch {
-				t.Errorf("a batch of %d pages, over %d", len(ps), batch)
+			keys := map[string]bool{}
+			for _, p := range ps {
+				k, err := urlkey.SURT(p.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				keys[k] = true
+			}
+			if len(keys) > batch {
+				t.Errorf("a batch of %d URL keys, over %d", len(keys), batch)
 			}
 			for _, p := range ps {
 				got[p.URL] += 1000 + len(p.Links) // read once: the thousands count the reads
@@ -217,11 +227,44 @@ func TestPagesOfReadsEveryPageOnce(t *testing.T) {
 		}
 		return got
 	}
+	// Every URL with a metadata record is a page, those that share a key
+	// (a www. alias redirecting to its site) too.
+	withRecord := map[string]map[string]bool{}
+	urlsOfKey := map[string]map[string]bool{}
+	err = n.local.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
+		if _, found := n.metadataOf(context.Background(), c); found {
+			site := urlkey.SiteOfKey(c.URLKey)
+			if withRecord[site] == nil {
+				withRecord[site] = map[string]bool{}
+			}
+			withRecord[site][c.URL] = true
+			if urlsOfKey[c.URLKey] == nil {
+				urlsOfKey[c.URLKey] = map[string]bool{}
+			}
+			urlsOfKey[c.URLKey][c.URL] = true
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := 0
+	for _, us := range urlsOfKey {
+		if len(us) > 1 {
+			shared++
+		}
+	}
+	if shared == 0 {
+		t.Fatal("no URL key with two pages: the test proves nothing of them")
+	}
 	withLinks := 0
 	first := map[string]map[string]int{}
 	for _, site := range sites {
 		whole := read(site, 1_000_000)
 		first[site] = whole
+		if !maps.EqualFunc(whole, withRecord[site], func(int, bool) bool { return true }) {
+			t.Errorf("%s: %d pages read, want the %d URLs with a metadata record", site, len(whole), len(withRecord[site]))
+		}
 		for _, batch := range []int{1, 3, 7} {
 			if got := read(site, batch); !maps.Equal(got, whole) {
 				t.Errorf("%s read %d URLs at a time: %d pages, want the %d read at once, with the same links", site, batch, len(got), len(whole))
