@@ -19,53 +19,96 @@ var ErrNoOriginal = errors.New("archive: the payload the revisit refers to is no
 // record header is h: the capture of WARC-Refers-To-Target-URI at
 // WARC-Refers-To-Date when h names them — which may sit on any node, as
 // the network's content-seen test names captures wherever they are — else
-// the first capture of c's payload digest on c's node. The error wraps
-// ErrNoOriginal when neither is a capture holding the payload.
+// the first capture of c's payload digest on c's node. A revisit named
+// instead is followed to the capture it names in turn, up to
+// maxRevisitChain revisits: some tools write each server-not-modified
+// revisit against the visit before, itself a revisit, and without a
+// payload digest to look the payload up by. The error wraps ErrNoOriginal
+// when no capture holding the payload is found.
 func Original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, error) {
-	chained := false // the capture named is itself a revisit
+	followed := map[chainLink]bool{linkOf(c): true}
+	for {
+		o, next, err := original(ctx, a, c, h)
+		if err != nil || next == nil {
+			return o, err
+		}
+		if followed[linkOf(*next)] || len(followed) > maxRevisitChain {
+			return index.Capture{}, fmt.Errorf("%w: the capture named is another revisit, and the payload is stored nowhere else", ErrNoOriginal)
+		}
+		followed[linkOf(*next)] = true
+		rec, err := a.Record(ctx, *next)
+		if err != nil {
+			return index.Capture{}, err
+		}
+		if rec.Type() != warc.TypeRevisit {
+			return *next, nil // the index was wrong: the record holds a payload
+		}
+		c, h = *next, rec.Header
+	}
+}
+
+// maxRevisitChain bounds the revisits Original follows from one revisit.
+const maxRevisitChain = 16
+
+// chainLink identifies a capture in a chain of revisits, whatever its index
+// entry holds (an import may give no record ID).
+type chainLink struct {
+	key, id, segment string
+	offset           int64
+	time             int64
+}
+
+func linkOf(c index.Capture) chainLink {
+	return chainLink{c.URLKey, c.RecordID, c.Segment, c.Offset, c.Time.UnixNano()}
+}
+
+// original is one step of Original: the capture holding c's payload, or
+// else next, a revisit that c names (by WARC-Refers-To or by digest).
+func original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (o index.Capture, next *index.Capture, err error) {
 	if uri := h.Get("WARC-Refers-To-Target-URI"); uri != "" {
 		when, derr := warc.ParseDate(h.Get("WARC-Refers-To-Date"))
 		if key, kerr := urlkey.SURT(uri); derr == nil && kerr == nil {
 			o, ok, revisit, err := referredTo(ctx, a, key, uri, when, c.Digest)
 			if err != nil {
-				return index.Capture{}, err
+				return index.Capture{}, nil, err
 			}
 			if ok {
-				return o, nil
+				return o, nil, nil
 			}
-			chained = revisit
+			next = revisit
 		}
 	}
 	if c.Digest != "" {
 		orig, ok, err := a.ByDigest(ctx, c, c.Digest)
 		if err != nil {
-			return index.Capture{}, err
+			return index.Capture{}, nil, err
 		}
-		if ok && orig.Type == warc.TypeRevisit {
-			chained = true
-		} else if ok {
-			return orig, nil
+		if ok && orig.Type != warc.TypeRevisit {
+			return orig, nil, nil
+		}
+		if ok && next == nil {
+			next = &orig
 		}
 	}
-	if chained {
-		return index.Capture{}, fmt.Errorf("%w: the capture named is another revisit, and the payload is stored nowhere else", ErrNoOriginal)
+	if next == nil {
+		return index.Capture{}, nil, ErrNoOriginal
 	}
-	return index.Capture{}, ErrNoOriginal
+	return index.Capture{}, next, nil
 }
 
 // referredTo finds the capture of uri (URL key key) taken at when, holding
 // the payload with this digest (when known). WARC dates may have only
 // second precision, and one URL key covers several URLs, which a site's
 // redirects between them fetch within one second: the capture at the
-// exact time is preferred, then the one of uri itself. revisit reports
-// that the capture named is a revisit, which cannot hold the payload.
-func referredTo(ctx context.Context, a Archive, key, uri string, when time.Time, digest string) (found index.Capture, ok, revisit bool, err error) {
+// exact time is preferred, then the one of uri itself. When none holds a
+// payload, revisit is the capture named if it is a revisit, which cannot.
+func referredTo(ctx context.Context, a Archive, key, uri string, when time.Time, digest string) (found index.Capture, ok bool, revisit *index.Capture, err error) {
 	canon, cerr := urlkey.Canonical("", uri)
 	if cerr != nil {
 		canon = uri
 	}
 	sec := when.Truncate(time.Second)
-	best := -1
+	best, bestRevisit := -1, 0
 	err = a.Captures(ctx, key, false, func(o index.Capture) (bool, error) {
 		ot := o.Time.Truncate(time.Second)
 		if ot.After(sec) {
@@ -82,7 +125,9 @@ func referredTo(ctx context.Context, a Archive, key, uri string, when time.Time,
 			score++
 		}
 		if o.Type == warc.TypeRevisit {
-			revisit = revisit || score > 0
+			if score > bestRevisit {
+				revisit, bestRevisit = &o, score
+			}
 			return true, nil
 		}
 		if score > best {
@@ -90,5 +135,8 @@ func referredTo(ctx context.Context, a Archive, key, uri string, when time.Time,
 		}
 		return true, nil
 	})
+	if best >= 0 {
+		revisit = nil
+	}
 	return found, best >= 0, revisit, err
 }

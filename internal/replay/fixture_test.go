@@ -35,6 +35,9 @@ type fixture struct {
 	// Modified (server-not-modified profile). The record holds header under
 	// a 304 status line and no body; body is the unchanged payload.
 	notModified bool
+	// With revisit: the record names no payload digest (as some tools write
+	// server-not-modified revisits), nor does its index entry.
+	noDigest bool
 	// With revisit: "<url> <timestamp>" of the capture referred to, archived
 	// or not, instead of the first capture of the same body.
 	refersTo string
@@ -137,6 +140,9 @@ func newTestArchiveVia(t testing.TB, fixtures []fixture, via func(*archive.Local
 			if f.notModified {
 				f.status = http.StatusNotModified
 				profile, block = warc.ProfileServerNotModified, []byte("HTTP/1.1 304 Not Modified\r\n"+f.header+"\r\n")
+			}
+			if f.noDigest {
+				digest = ""
 			}
 			rec = warc.NewRevisit(f.url, when, profile, block, digest, ref)
 			typ = warc.TypeRevisit

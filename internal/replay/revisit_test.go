@@ -162,8 +162,9 @@ func TestUnresolvableRevisitIsAClearError(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{"20240201000000id_/http://gone.example/", "not in the archive"},
 		{"20240201000000mp_/http://gone.example/", "not in the archive"},
-		{"20240301000000id_/http://chain.example/", "another revisit"},
-		{"20240301000000mp_/http://chain.example/", "another revisit"},
+		// Followed to the capture its revisit names, which is not there.
+		{"20240301000000id_/http://chain.example/", "not in the archive"},
+		{"20240301000000mp_/http://chain.example/", "not in the archive"},
 	} {
 		resp, body := get(t, a.content.URL+"/web/"+tc.path)
 		if resp.StatusCode != http.StatusServiceUnavailable {
@@ -195,6 +196,32 @@ func (m mislabelled) Captures(ctx context.Context, key string, reverse bool, fn 
 		c.Type = warc.TypeResponse
 		return fn(c)
 	})
+}
+
+// A chain of server-not-modified revisits, each naming the visit before
+// and none with a payload digest (as some tools write them), replays the
+// payload at its end, with each revisit's own date.
+func TestRevisitChainIsFollowed(t *testing.T) {
+	html := "Content-Type: text/html; charset=utf-8\r\n"
+	page := "<p>steady</p>"
+	a := newTestArchive(t, []fixture{
+		{url: "http://steady.example/", at: "20240101000000", header: html + "ETag: \"s\"\r\n", body: page},
+		{url: "http://steady.example/", at: "20240201000000", header: "ETag: \"s\"\r\n", body: page,
+			revisit: true, notModified: true, noDigest: true, refersTo: "http://steady.example/ 20240101000000"},
+		{url: "http://steady.example/", at: "20240301000000", header: "ETag: \"s\"\r\n", body: page,
+			revisit: true, notModified: true, noDigest: true, refersTo: "http://steady.example/ 20240201000000"},
+		{url: "http://steady.example/", at: "20240401000000", header: "ETag: \"s\"\r\n", body: page,
+			revisit: true, notModified: true, noDigest: true, refersTo: "http://steady.example/ 20240301000000"},
+	})
+	for _, at := range []string{"20240201000000", "20240301000000", "20240401000000"} {
+		resp, body := get(t, a.content.URL+"/web/"+at+"id_/http://steady.example/")
+		if resp.StatusCode != http.StatusOK || body != page || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+			t.Errorf("%s: %d %q (%s), want the original page", at, resp.StatusCode, body, resp.Header.Get("Content-Type"))
+		}
+		if got, want := resp.Header.Get("Memento-Datetime"), ts(at).Format(http.TimeFormat); got != want {
+			t.Errorf("%s: Memento-Datetime %q, want the revisit's own %q", at, got, want)
+		}
+	}
 }
 
 func TestRevisitOfARevisitIsRefused(t *testing.T) {
