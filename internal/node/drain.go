@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -92,8 +93,11 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	n.moveRegistry(ctx, ownerAfter)
 
-	// 2. Out of the membership; from now on every URL here belongs to
-	// another node, and the crawler hands each over as it leases it.
+	// 2. Out of the membership, once the others know this is for good (a
+	// member that did not hear it only makes a needless rediscovery pass);
+	// from now on every URL here belongs to another node, and the crawler
+	// hands each over as it leases it.
+	n.announceRetiring(ctx)
 	n.drain.mu.Lock()
 	n.drain.others = rg
 	n.drain.mu.Unlock()
@@ -160,4 +164,21 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// announceRetiring tells every other member that this node is leaving for
+// good, its part handed over, and waits for their answers.
+func (n *Node) announceRetiring(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, m := range n.members.Members() {
+		if m.ID == n.ID() {
+			continue
+		}
+		wg.Go(func() {
+			if err := n.call(ctx, m.PeerAddr, m.ID, http.MethodPost, retiringPath, nil, nil); err != nil {
+				n.log.Warn("node: telling a member this node retires", "member", m.Name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -218,12 +218,25 @@ func TestLeaveHandsOver(t *testing.T) {
 		t.Fatal("the leaving node keeps no content-seen registry entry; the test shows nothing")
 	}
 	leave(t, leaving)
+	rest := nodes[:3]
+	waitMembers(t, 3, rest...)
+	// Each of the others heard that it retired: its departure, once seen,
+	// is not one to rediscover a frontier after.
+	waitFor(t, "the others to see the node gone and its notice used", func() bool {
+		for _, n := range rest {
+			if inRing(n.past.current(), leaving.ID()) {
+				return false
+			}
+			if ok, err := n.retiring(leaving.ID(), time.Now()); err != nil || ok {
+				return false
+			}
+		}
+		return true
+	})
 	// The hand-over was charged to the repair budget, which caps it.
 	if rs := leaving.replicationStats(); rs.HandedOverBytes == 0 || leaving.budget.Charged() < rs.HandedOverBytes {
 		t.Errorf("leaving node queued %d bytes for the new holders, its repair budget was charged %d", rs.HandedOverBytes, leaving.budget.Charged())
 	}
-	rest := nodes[:3]
-	waitMembers(t, 3, rest...)
 	held := map[string]int{}
 	for _, n := range rest {
 		n.LocalCaptures(context.Background(), func(c index.Capture) bool { held[c.RecordID]++; return true })
@@ -261,6 +274,11 @@ func TestLeaveHandsOver(t *testing.T) {
 	}
 	if lost > 0 {
 		t.Errorf("%d of the %d registry entries of the node that left are not on their new owners", lost, len(entries))
+	}
+	for _, n := range rest {
+		if ds, err := n.departures(); err != nil || len(ds) > 0 {
+			t.Errorf("%s recorded %d departures (%v) after a member retired: it would rediscover what was handed over", n.name, len(ds), err)
+		}
 	}
 }
 

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/antientropy"
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/dedup"
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/outbox"
+	"github.com/waggle-archive/waggle/internal/peer"
 	"github.com/waggle-archive/waggle/internal/replicate"
 )
 
@@ -21,6 +23,9 @@ const (
 	seedsPath  = "/v1/seeds"  // GET: the seeds this node knows; POST: learn seeds
 	statusPath = "/v1/status" // GET: this node's status
 	nodePath   = "/v1/node"   // GET: where this node gossips
+	// POST: the caller is leaving the network for good, its part handed
+	// over (waggle node leave): its departure needs no rediscovery.
+	retiringPath = "/v1/retiring"
 )
 
 // maxSeedsBody bounds a POST of seeds.
@@ -61,6 +66,18 @@ func (n *Node) peerHandler() http.Handler {
 	})
 	mux.HandleFunc("GET "+statusPath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.localStatus())
+	})
+	mux.HandleFunc("POST "+retiringPath, func(w http.ResponseWriter, r *http.Request) {
+		id, _, ok := peer.Caller(r.Context())
+		if !ok {
+			http.Error(w, "node: retiring: no caller identity", http.StatusForbidden)
+			return
+		}
+		if err := n.noteRetiring(id, time.Now()); err != nil {
+			http.Error(w, "node: retiring: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET "+nodePath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, nodeInfo{ID: n.ID(), Gossip: n.members.Self().GossipAddr})

@@ -27,6 +27,38 @@ const DefaultRediscoverAfter = 15 * time.Minute
 // restart does not forget a departure it has not acted on.
 const departedPrefix = "k/departed/"
 
+// retiringPrefix keys the members that said they are leaving for good,
+// their part handed over: k/retiring/<ID> → when (RFC 3339). Their
+// departure is not recorded: there is nothing to find again, and a network
+// scaled down by `waggle node leave` must not look cut off to the guard of
+// rediscoverGone.
+const retiringPrefix = "k/retiring/"
+
+// retiringFor is how long a member's notice that it is retiring stands:
+// it leaves the ring seconds after giving it, and a notice of a drain that
+// failed must not keep its later crash from being acted on.
+const retiringFor = 10 * time.Minute
+
+// noteRetiring records that member id is about to leave for good.
+func (n *Node) noteRetiring(id string, now time.Time) error {
+	return n.db.Set([]byte(retiringPrefix+id), []byte(now.UTC().Format(time.RFC3339Nano)), pebble.Sync)
+}
+
+// retiring reports whether member id said, within retiringFor before
+// now, that it was leaving for good.
+func (n *Node) retiring(id string, now time.Time) (bool, error) {
+	v, closer, err := n.db.Get([]byte(retiringPrefix + id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	at, err := time.Parse(time.RFC3339Nano, string(v))
+	return err == nil && !now.Before(at) && now.Sub(at) < retiringFor, nil
+}
+
 // A departure is a member seen leaving the ring, and the ring's members
 // before it left: who owned and who held each site then.
 type departure struct {
@@ -50,6 +82,17 @@ func (n *Node) noteDepartures(prev, cur *ring.Ring, now time.Time) error {
 	if prev != nil {
 		for _, m := range prev.Members() {
 			if m.ID == n.ID() || inRing(cur, m.ID) {
+				continue
+			}
+			retired, err := n.retiring(m.ID, now)
+			if err != nil {
+				return err
+			}
+			if err := b.Delete([]byte(retiringPrefix+m.ID), nil); err != nil {
+				return err
+			}
+			if retired {
+				n.log.Info("node: a member retired, its part handed over", "member", m.ID)
 				continue
 			}
 			v, err := json.Marshal(departure{Member: m, Since: now, Before: prev.Members()})
