@@ -70,7 +70,15 @@ func outlinkFields(links []extract.Outlink) []warc.Field {
 // hopFields and outlinkFields write it: the outlinks, in Heritrix's form ("outlink:
 // <url> <hop> <path>", those whose URL is canonical), and the hop counts
 // (hopFields). The URL and CSS of the Page are the caller's to set.
-func ParseMetadata(block []byte) (Page, error) {
+func ParseMetadata(block []byte) (Page, error) { return parseMetadata(block, true) }
+
+// metadataHops reads only the hop counts of a metadata record's block.
+func metadataHops(block []byte) (frontier.Item, bool) {
+	p, err := parseMetadata(block, false)
+	return p.Hops, err == nil && p.HasHops
+}
+
+func parseMetadata(block []byte, withLinks bool) (Page, error) {
 	var p Page
 	sc := bufio.NewScanner(bytes.NewReader(block))
 	sc.Buffer(nil, 1<<20)
@@ -90,6 +98,9 @@ func ParseMetadata(block []byte) (Page, error) {
 		}
 		switch strings.ToLower(name) {
 		case "outlink":
+			if !withLinks {
+				continue
+			}
 			if l, ok := parseOutlink(value); ok {
 				p.Links = append(p.Links, l)
 			}

@@ -1,9 +1,7 @@
 package crawl
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/robots"
@@ -65,14 +64,12 @@ func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 			id = cp.Record.ID()
 			if id == "" {
 				err = errors.New("record without WARC-Record-ID")
-			} else if cp.Capture != nil {
+			} else {
 				facts[i] = recordFacts(cp.Record)
 			}
-		case cp.Capture != nil:
-			// A capture's record is read whole once: its ID and its facts.
-			facts[i], id, err = factsOf(cp.Member)
 		default:
-			id, err = memberRecordID(cp.Member)
+			// The record is read whole once: its ID and its facts.
+			facts[i], id, err = factsOf(cp.Member)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("crawl: copy %d: %w", i, err)
@@ -99,10 +96,14 @@ type copyFacts struct {
 	simhash            uint64
 	etag, lastModified string
 	refersTo           recrawl.Ref
+	// Of a metadata record: the URL and capture (record ID) it describes,
+	// and the hop counts that led the fetching node to the URL.
+	hopsOf, describes string
+	hops              *frontier.Item
 }
 
 // factsOf reads the record in a gzip member and returns its ID and, for a
-// response or revisit, its facts (zero for other records).
+// response, revisit or metadata record, its facts (zero for others).
 func factsOf(member []byte) (copyFacts, string, error) {
 	r, err := warc.NewReader(bytes.NewReader(member))
 	if err != nil {
@@ -119,9 +120,16 @@ func factsOf(member []byte) (copyFacts, string, error) {
 	return recordFacts(rec), id, nil
 }
 
-// recordFacts returns the facts of a response or revisit record (zero for
-// other records).
+// recordFacts returns the facts of a response, revisit or metadata record
+// (zero for other records).
 func recordFacts(rec *warc.Record) copyFacts {
+	if rec.Type() == warc.TypeMetadata {
+		hops, ok := metadataHops(rec.Block)
+		if !ok {
+			return copyFacts{}
+		}
+		return copyFacts{hopsOf: rec.Header.Get("WARC-Target-URI"), describes: rec.Header.Get("WARC-Concurrent-To"), hops: &hops}
+	}
 	if rec.Type() != warc.TypeResponse && rec.Type() != warc.TypeRevisit {
 		return copyFacts{}
 	}
@@ -208,22 +216,26 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) error
 	return recrawl.Put(b, prev, e)
 }
 
-// memberRecordID reads the WARC-Record-ID of the record in a gzip member.
-func memberRecordID(member []byte) (string, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(member))
-	if err != nil {
-		return "", fmt.Errorf("not a gzip member: %w", err)
+// noteHops gives the re-crawl entry of a copied capture the hop counts that
+// its metadata record f names, when the entry's last capture is the one
+// the record describes: a revisit is queued with them, and a changed
+// page's new links continue from them, as on the node that fetched it,
+// rather than from depth 0 (a depth limit would be crossed, a trap chain
+// counted afresh). The record follows its capture, in the same batch as a
+// rule; one that comes alone, or describes an older capture, changes
+// nothing.
+func (c *Crawler) noteHops(b *pebble.Batch, f copyFacts) error {
+	e, ok, err := recrawl.Get(b, f.hopsOf)
+	if err != nil || !ok || e.Payload.RecordID == "" || e.Payload.RecordID != f.describes {
+		return err
 	}
-	zr.Multistream(false)
-	h, err := warc.ReadHeader(bufio.NewReader(zr))
-	if err != nil {
-		return "", err
+	h := f.hops
+	if e.Depth == h.Depth && e.Embed == h.Embed && e.Redirects == h.Redirects && e.OffScopeHops == h.OffScopeHops {
+		return nil
 	}
-	id := h.Get("WARC-Record-ID")
-	if id == "" {
-		return "", errors.New("record without WARC-Record-ID")
-	}
-	return id, nil
+	old := e
+	e.Depth, e.Embed, e.Redirects, e.OffScopeHops = h.Depth, h.Embed, h.Redirects, h.OffScopeHops
+	return recrawl.Put(b, &old, e)
 }
 
 // stageCopies writes the copies of a group's results that are not in the
@@ -288,6 +300,11 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 		ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
 		stored[e.result]++
 		if e.cp == nil {
+			if e.facts.hops != nil {
+				if err := c.noteHops(b, e.facts); err != nil {
+					return nil, err
+				}
+			}
 			// Marked with where it lies, so that a segment lost later takes
 			// its marks along (see dropLostCaptures) and a repair can bring
 			// the record back.

@@ -1,7 +1,6 @@
 package crawl
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -55,11 +54,7 @@ func TestCopiedErrorRevisitGivesNoValidators(t *testing.T) {
 
 	dst := testConfig(t, "")
 	dst.IgnoreRobots = true
-	c, stop := running(t, dst)
-	if _, err := c.Store(context.Background(), copies); err != nil {
-		t.Fatal(err)
-	}
-	stop()
+	storeCopies(t, dst, copies...)
 	dstDB, err := OpenDB(dst.Data)
 	if err != nil {
 		t.Fatal(err)
@@ -108,11 +103,7 @@ func TestCopiedRevisitKeepsSimHash(t *testing.T) {
 	stored := func(copies ...Copy) index.Capture {
 		t.Helper()
 		dst := testConfig(t, "")
-		c, stop := running(t, dst)
-		if _, err := c.Store(context.Background(), copies); err != nil {
-			t.Fatal(err)
-		}
-		stop()
+		storeCopies(t, dst, copies...)
 		got := archived(t, dst.Data)[b]
 		if len(got) != 1 {
 			t.Fatalf("the copy of %s stored as %+v", b, got)

@@ -229,6 +229,93 @@ func TestStoredRevisitKeepsItsOriginal(t *testing.T) {
 	}
 }
 
+// A page copied with its metadata record, as replication sends it, is
+// scheduled with the hop counts the record names, those of the node that
+// fetched it: its revisits and the new links found on them continue from
+// them, not from depth 0.
+func TestCopiedPageKeepsItsHopCounts(t *testing.T) {
+	web, srv := startWeb(t, websim.Config{Seed: 5, Hosts: 4, Pages: 40})
+	src := testConfig(t, srv.URL(), web.Seeds()...)
+	runCrawl(t, src)
+	captures := archived(t, src.Data)
+	srcDB, err := OpenDB(src.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srcDB.Close()
+	srcDir := filepath.Join(src.Data, "warc")
+	local := archive.NewLocal(index.New(srcDB), srcDir)
+	var copies []Copy
+	var pages []index.Capture
+	for _, cs := range captures {
+		for _, cp := range cs {
+			cp := cp
+			copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+			locs, err := local.CompanionLocations(cp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			withRecord := false // pages without links have no metadata record
+			for _, l := range locs {
+				m := member(t, srcDir, l)
+				copies = append(copies, Copy{Member: m})
+				r, err := warc.NewReader(bytes.NewReader(m))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec, _, err := r.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				withRecord = withRecord || rec.Type() == warc.TypeMetadata
+			}
+			if cp.Type == warc.TypeResponse && cp.MIME == "text/html" && withRecord {
+				pages = append(pages, cp)
+			}
+		}
+	}
+	dst := testConfig(t, srv.URL())
+	storeCopies(t, dst, copies...)
+	dstDB, err := OpenDB(dst.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dstDB.Close()
+	compared, deep := 0, 0
+	for _, p := range pages {
+		se, ok, err := recrawl.Get(srcDB, p.URL)
+		if err != nil || !ok || se.Payload.RecordID != p.RecordID {
+			continue // a URL whose entry a later variant took
+		}
+		de, ok, err := recrawl.Get(dstDB, p.URL)
+		if err != nil || !ok {
+			t.Errorf("%s: no re-crawl entry on the copy's node (%v)", p.URL, err)
+			continue
+		}
+		if de.Depth != se.Depth || de.Embed != se.Embed || de.Redirects != se.Redirects || de.OffScopeHops != se.OffScopeHops {
+			t.Errorf("%s: the copy's hops (depth %d, embed %v, redirects %d, off-scope %d), the source's (%d, %v, %d, %d)",
+				p.URL, de.Depth, de.Embed, de.Redirects, de.OffScopeHops, se.Depth, se.Embed, se.Redirects, se.OffScopeHops)
+		}
+		compared++
+		if se.Depth > 0 {
+			deep++
+		}
+	}
+	if compared < len(pages)/2 || deep == 0 {
+		t.Errorf("compared %d of %d pages, %d deeper than a seed: the test proves little", compared, len(pages), deep)
+	}
+}
+
+// storeCopies stores copies on a crawler of cfg, run for it and stopped.
+func storeCopies(t *testing.T, cfg Config, copies ...Copy) {
+	t.Helper()
+	c, stop := running(t, cfg)
+	defer stop()
+	if _, err := c.Store(context.Background(), copies); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A capture that left the index here (released on a hand-over, dropped as
 // damaged) and comes back as a copy is stored with its request and
 // metadata records right after it, although they are here already: that
