@@ -227,7 +227,7 @@ func TestLeaveHandsOver(t *testing.T) {
 			if inRing(n.past.current(), leaving.ID()) {
 				return false
 			}
-			if ok, err := n.retiring(leaving.ID(), time.Now()); err != nil || ok {
+			if _, ok, err := n.retiring(leaving.ID(), time.Now()); err != nil || ok {
 				return false
 			}
 		}
@@ -279,6 +279,29 @@ func TestLeaveHandsOver(t *testing.T) {
 		if ds, err := n.departures(); err != nil || len(ds) > 0 {
 			t.Errorf("%s recorded %d departures (%v) after a member retired: it would rediscover what was handed over", n.name, len(ds), err)
 		}
+	}
+}
+
+// A node left alone after the other retired does not keep it among the
+// peers it joins through at its next start (it would try it forever).
+func TestLastNodeForgetsRetiredPeer(t *testing.T) {
+	nodes, _ := startNetwork(t, 2, "")
+	last, leaving := nodes[0], nodes[1]
+	gossip := leaving.Addrs().Gossip
+	waitFor(t, "the node to remember the other's gossip address", func() bool {
+		return slices.Contains(last.knownPeers(), gossip)
+	})
+	leave(t, leaving)
+	waitMembers(t, 1, last)
+	waitFor(t, "the node to see the other gone and its notice used", func() bool {
+		_, ok, err := last.retiring(leaving.ID(), time.Now())
+		return !inRing(last.past.current(), leaving.ID()) && err == nil && !ok
+	})
+	if got := last.knownPeers(); slices.Contains(got, gossip) {
+		t.Errorf("the last node still joins through the retired one at its next start: %v", got)
+	}
+	if ds, err := last.departures(); err != nil || len(ds) > 0 {
+		t.Errorf("the last node recorded %d departures (%v) after the other retired", len(ds), err)
 	}
 }
 

@@ -28,11 +28,18 @@ const DefaultRediscoverAfter = 15 * time.Minute
 const departedPrefix = "k/departed/"
 
 // retiringPrefix keys the members that said they are leaving for good,
-// their part handed over: k/retiring/<ID> → when (RFC 3339). Their
-// departure is not recorded: there is nothing to find again, and a network
-// scaled down by `waggle node leave` must not look cut off to the guard of
-// rediscoverGone.
+// their part handed over: k/retiring/<ID> → notice (JSON). Their departure
+// is not recorded: there is nothing to find again, and a network scaled
+// down by `waggle node leave` must not look cut off to the guard of
+// rediscoverGone. Nor is the member kept among the peers to join through
+// at the next start.
 const retiringPrefix = "k/retiring/"
+
+// A notice is a member's word that it is retiring.
+type notice struct {
+	At     time.Time `json:"at"`
+	Gossip string    `json:"gossip,omitempty"` // where it gossiped, as this node knew it
+}
 
 // retiringFor is how long a member's notice that it is retiring stands:
 // it leaves the ring seconds after giving it, and a notice of a drain that
@@ -41,22 +48,33 @@ const retiringFor = 10 * time.Minute
 
 // noteRetiring records that member id is about to leave for good.
 func (n *Node) noteRetiring(id string, now time.Time) error {
-	return n.db.Set([]byte(retiringPrefix+id), []byte(now.UTC().Format(time.RFC3339Nano)), pebble.Sync)
+	nt := notice{At: now}
+	for _, m := range n.members.Members() {
+		if m.ID == id {
+			nt.Gossip = m.GossipAddr
+		}
+	}
+	v, err := json.Marshal(nt)
+	if err != nil {
+		return err
+	}
+	return n.db.Set([]byte(retiringPrefix+id), v, pebble.Sync)
 }
 
-// retiring reports whether member id said, within retiringFor before
-// now, that it was leaving for good.
-func (n *Node) retiring(id string, now time.Time) (bool, error) {
+// retiring returns member id's notice if it gave one within retiringFor
+// before now.
+func (n *Node) retiring(id string, now time.Time) (notice, bool, error) {
 	v, closer, err := n.db.Get([]byte(retiringPrefix + id))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
+		return notice{}, false, nil
 	}
 	if err != nil {
-		return false, err
+		return notice{}, false, err
 	}
 	defer closer.Close()
-	at, err := time.Parse(time.RFC3339Nano, string(v))
-	return err == nil && !now.Before(at) && now.Sub(at) < retiringFor, nil
+	var nt notice
+	err = json.Unmarshal(v, &nt)
+	return nt, err == nil && !now.Before(nt.At) && now.Sub(nt.At) < retiringFor, nil
 }
 
 // A departure is a member seen leaving the ring, and the ring's members
@@ -84,7 +102,7 @@ func (n *Node) noteDepartures(prev, cur *ring.Ring, now time.Time) error {
 			if m.ID == n.ID() || inRing(cur, m.ID) {
 				continue
 			}
-			retired, err := n.retiring(m.ID, now)
+			nt, retired, err := n.retiring(m.ID, now)
 			if err != nil {
 				return err
 			}
@@ -93,6 +111,9 @@ func (n *Node) noteDepartures(prev, cur *ring.Ring, now time.Time) error {
 			}
 			if retired {
 				n.log.Info("node: a member retired, its part handed over", "member", m.ID)
+				if err := n.forgetPeer(b, nt.Gossip); err != nil {
+					return err
+				}
 				continue
 			}
 			v, err := json.Marshal(departure{Member: m, Since: now, Before: prev.Members()})

@@ -236,6 +236,19 @@ func (n *Node) rememberPeers() {
 	}
 }
 
+// forgetPeer takes a member that retired out of the gossip addresses
+// remembered, so that a node left alone does not try to join through it
+// at its next start.
+func (n *Node) forgetPeer(b *pebble.Batch, gossip string) error {
+	addrs := n.knownPeers()
+	kept := slices.DeleteFunc(slices.Clone(addrs), func(a string) bool { return a == gossip })
+	if gossip == "" || len(kept) == len(addrs) {
+		return nil
+	}
+	v, _ := json.Marshal(kept)
+	return b.Set([]byte(knownPeersKey), v, nil)
+}
+
 // knownPeers returns the gossip addresses remembered by rememberPeers.
 func (n *Node) knownPeers() []string {
 	v, closer, err := n.db.Get([]byte(knownPeersKey))
