@@ -228,7 +228,11 @@ func (c *Crawler) open(seeds []string) error {
 
 // OpenDB opens the pebble database of a data directory, sized for a crawl.
 func OpenDB(data string) (*pebble.DB, error) {
-	db, err := pebble.Open(filepath.Join(data, "db"), frontier.PebbleOptions())
+	dir := filepath.Join(data, "db")
+	if err := checkRoom(dir, freeSpace); err != nil {
+		return nil, fmt.Errorf("open %s: %w", data, err)
+	}
+	db, err := pebble.Open(dir, frontier.PebbleOptions())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w (is another waggle using this data directory?)", data, err)
 	}
