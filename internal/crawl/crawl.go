@@ -229,10 +229,12 @@ func (c *Crawler) open(seeds []string) error {
 // OpenDB opens the pebble database of a data directory, sized for a crawl.
 func OpenDB(data string) (*pebble.DB, error) {
 	dir := filepath.Join(data, "db")
-	if err := checkRoom(dir, freeSpace); err != nil {
+	opts := frontier.PebbleOptions()
+	maxLog := int64(opts.MemTableSize) * int64(max(opts.MemTableStopWritesThreshold, 2))
+	if err := checkRoom(dir, maxLog, freeSpace); err != nil {
 		return nil, fmt.Errorf("open %s: %w", data, err)
 	}
-	db, err := pebble.Open(dir, frontier.PebbleOptions())
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w (is another waggle using this data directory?)", data, err)
 	}

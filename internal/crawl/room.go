@@ -17,7 +17,10 @@ const minRoom = 32 << 20
 // space for ever, inside Open, so that a full disk would leave the command
 // spinning with nothing said. free reports the bytes free for dir's
 // filesystem (ok false where that is not known: the check is skipped).
-func checkRoom(dir string, free func(string) (int64, bool)) error {
+// maxLog bounds what the log can hold unwritten (the memtables that may
+// fill before writes stall): the log files are more, as pebble keeps
+// spent ones to recycle and allocates ahead.
+func checkRoom(dir string, maxLog int64, free func(string) (int64, bool)) error {
 	at := dir
 	if _, err := os.Stat(dir); err != nil {
 		at = filepath.Dir(dir) // a new archive: its parent's filesystem
@@ -26,17 +29,18 @@ func checkRoom(dir string, free func(string) (int64, bool)) error {
 	if !ok {
 		return nil
 	}
-	need := int64(minRoom)
+	var logs int64
 	if ents, err := os.ReadDir(dir); err == nil {
 		for _, e := range ents {
 			if !strings.HasSuffix(e.Name(), ".log") {
 				continue
 			}
 			if info, err := e.Info(); err == nil {
-				need += info.Size()
+				logs += info.Size()
 			}
 		}
 	}
+	need := minRoom + min(logs, maxLog)
 	if avail < need {
 		return fmt.Errorf("%s: %.1f MiB free on its filesystem, and opening the database needs %.1f MiB (it writes out its log): free some space, or move the data directory to a larger disk",
 			dir, float64(avail)/(1<<20), float64(need)/(1<<20))

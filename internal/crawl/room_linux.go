@@ -1,5 +1,3 @@
-//go:build linux || darwin
-
 package crawl
 
 import "syscall"
@@ -10,5 +8,11 @@ func freeSpace(path string) (int64, bool) {
 	if err := syscall.Statfs(path, &st); err != nil {
 		return 0, false
 	}
-	return int64(st.Bavail) * int64(st.Bsize), true
+	// f_bavail counts fragments (f_frsize); f_bsize is only the preferred
+	// I/O size, 256 times larger on ZFS.
+	unit := st.Frsize
+	if unit <= 0 {
+		unit = st.Bsize
+	}
+	return int64(st.Bavail) * unit, true
 }
