@@ -15,40 +15,61 @@ import (
 // holds.
 var ErrNoOriginal = errors.New("archive: the payload the revisit refers to is not in the archive")
 
+// ErrChainRecord wraps the error reading a revisit met halfway along a
+// chain of revisits: its record is damaged or cannot be had.
+var ErrChainRecord = errors.New("archive: a revisit the chain passes through cannot be read")
+
 // Original finds the capture holding the payload of revisit c, whose
 // record header is h: the capture of WARC-Refers-To-Target-URI at
 // WARC-Refers-To-Date when h names them — which may sit on any node, as
 // the network's content-seen test names captures wherever they are — else
 // the first capture of c's payload digest on c's node. A revisit named
-// instead is followed to the capture it names in turn, up to
-// maxRevisitChain revisits: some tools write each server-not-modified
-// revisit against the visit before, itself a revisit, and without a
-// payload digest to look the payload up by. The error wraps ErrNoOriginal
-// when no capture holding the payload is found.
+// instead is followed to the capture it names in turn (see Chain). The
+// error wraps ErrNoOriginal when no capture holding the payload is found.
 func Original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, error) {
+	o, _, err := Chain(ctx, a, c, h)
+	return o, err
+}
+
+// Chain is Original that also returns the revisits it passed through, in
+// order: some tools write each server-not-modified revisit against the
+// visit before, itself a revisit, with no payload digest to look the
+// payload up by, so that a copy of c resolves only with them. Up to
+// maxRevisitChain revisits are followed, never one twice; an error reading
+// one wraps ErrChainRecord.
+func Chain(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, []index.Capture, error) {
 	followed := map[chainLink]bool{linkOf(c): true}
+	var via []index.Capture
 	for {
 		o, next, err := original(ctx, a, c, h)
 		if err != nil || next == nil {
-			return o, err
+			return o, via, err
 		}
-		if followed[linkOf(*next)] || len(followed) > maxRevisitChain {
-			return index.Capture{}, fmt.Errorf("%w: the capture named is another revisit, and the payload is stored nowhere else", ErrNoOriginal)
+		if followed[linkOf(*next)] {
+			return index.Capture{}, via, fmt.Errorf("%w: the capture named is another revisit, and the payload is stored nowhere else", ErrNoOriginal)
+		}
+		if len(via) == maxRevisitChain {
+			return index.Capture{}, via, fmt.Errorf("%w: more than %d revisits in a row name each other", ErrNoOriginal, maxRevisitChain)
 		}
 		followed[linkOf(*next)] = true
 		rec, err := a.Record(ctx, *next)
 		if err != nil {
-			return index.Capture{}, err
+			return index.Capture{}, via, fmt.Errorf("%w: %s at %s: %w", ErrChainRecord, next.URL, next.Timestamp14(), err)
 		}
 		if rec.Type() != warc.TypeRevisit {
-			return *next, nil // the index was wrong: the record holds a payload
+			// The index was wrong: the record holds a payload.
+			o := *next
+			o.Type = rec.Type()
+			return o, via, nil
 		}
+		via = append(via, *next)
 		c, h = *next, rec.Header
 	}
 }
 
-// maxRevisitChain bounds the revisits Original follows from one revisit.
-const maxRevisitChain = 16
+// maxRevisitChain bounds the revisits Chain follows from one revisit:
+// years of daily visits, each a 304 naming the one before.
+const maxRevisitChain = 4096
 
 // chainLink identifies a capture in a chain of revisits, whatever its index
 // entry holds (an import may give no record ID).
@@ -109,12 +130,11 @@ func referredTo(ctx context.Context, a Archive, key, uri string, when time.Time,
 	}
 	sec := when.Truncate(time.Second)
 	best, bestRevisit := -1, 0
-	err = a.Captures(ctx, key, false, func(o index.Capture) (bool, error) {
-		ot := o.Time.Truncate(time.Second)
-		if ot.After(sec) {
-			return false, nil // in time order: past the second named
-		}
-		if !ot.Equal(sec) || digest != "" && o.Digest != "" && o.Digest != digest {
+	// Only the second named is read: a chain of revisits takes a step per
+	// capture of the URL, which a scan of all its captures would make
+	// quadratic.
+	err = a.CapturesBetween(ctx, key, sec, sec.Add(time.Second-1), false, func(o index.Capture) (bool, error) {
+		if digest != "" && o.Digest != "" && o.Digest != digest {
 			return true, nil
 		}
 		score := 0

@@ -164,10 +164,10 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 	// network its only copy may be on a node that is away.
 	orig, err := archive.Original(ctx, s.arc, c, rec.Header)
 	if err != nil {
+		if errors.Is(err, archive.ErrChainRecord) && !unreachable(err) {
+			return nil, fmt.Errorf("%w: %w", errCorrupt, err)
+		}
 		return nil, err
-	}
-	if orig.Type == warc.TypeRevisit {
-		return nil, fmt.Errorf("%w: revisit refers to another revisit", errCorrupt)
 	}
 	base, err := s.loadDepth(ctx, orig, 1)
 	if err != nil {

@@ -66,6 +66,12 @@ func (r *remote) Captures(ctx context.Context, key string, reverse bool, fn func
 }
 
 func (r *remote) CapturesBetween(ctx context.Context, key string, from, to time.Time, reverse bool, fn func(index.Capture) (bool, error)) error {
+	r.mu.Lock()
+	err := r.capturesErr
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	return r.Local.CapturesBetween(ctx, key, from, to, reverse, r.hand(fn))
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
@@ -198,22 +199,31 @@ func (m mislabelled) Captures(ctx context.Context, key string, reverse bool, fn 
 	})
 }
 
+func (m mislabelled) CapturesBetween(ctx context.Context, key string, from, to time.Time, reverse bool, fn func(index.Capture) (bool, error)) error {
+	return m.Local.CapturesBetween(ctx, key, from, to, reverse, func(c index.Capture) (bool, error) {
+		c.Type = warc.TypeResponse
+		return fn(c)
+	})
+}
+
 // A chain of server-not-modified revisits, each naming the visit before
 // and none with a payload digest (as some tools write them), replays the
 // payload at its end, with each revisit's own date.
 func TestRevisitChainIsFollowed(t *testing.T) {
 	html := "Content-Type: text/html; charset=utf-8\r\n"
 	page := "<p>steady</p>"
-	a := newTestArchive(t, []fixture{
-		{url: "http://steady.example/", at: "20240101000000", header: html + "ETag: \"s\"\r\n", body: page},
-		{url: "http://steady.example/", at: "20240201000000", header: "ETag: \"s\"\r\n", body: page,
-			revisit: true, notModified: true, noDigest: true, refersTo: "http://steady.example/ 20240101000000"},
-		{url: "http://steady.example/", at: "20240301000000", header: "ETag: \"s\"\r\n", body: page,
-			revisit: true, notModified: true, noDigest: true, refersTo: "http://steady.example/ 20240201000000"},
-		{url: "http://steady.example/", at: "20240401000000", header: "ETag: \"s\"\r\n", body: page,
-			revisit: true, notModified: true, noDigest: true, refersTo: "http://steady.example/ 20240301000000"},
-	})
-	for _, at := range []string{"20240201000000", "20240301000000", "20240401000000"} {
+	day := func(i int) string {
+		return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i).Format("20060102150405")
+	}
+	fixtures := []fixture{{url: "http://steady.example/", at: day(0), header: html + "ETag: \"s\"\r\n", body: page}}
+	const visits = 40 // daily, each a 304 naming the one before
+	for i := 1; i <= visits; i++ {
+		fixtures = append(fixtures, fixture{url: "http://steady.example/", at: day(i), header: "ETag: \"s\"\r\n", body: page,
+			revisit: true, notModified: true, noDigest: true, refersTo: "http://steady.example/ " + day(i-1)})
+	}
+	a := newTestArchive(t, fixtures)
+	for _, i := range []int{1, 2, visits} {
+		at := day(i)
 		resp, body := get(t, a.content.URL+"/web/"+at+"id_/http://steady.example/")
 		if resp.StatusCode != http.StatusOK || body != page || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
 			t.Errorf("%s: %d %q (%s), want the original page", at, resp.StatusCode, body, resp.Header.Get("Content-Type"))
@@ -221,6 +231,15 @@ func TestRevisitChainIsFollowed(t *testing.T) {
 		if got, want := resp.Header.Get("Memento-Datetime"), ts(at).Format(http.TimeFormat); got != want {
 			t.Errorf("%s: Memento-Datetime %q, want the revisit's own %q", at, got, want)
 		}
+	}
+
+	// A revisit halfway along the chain damaged on disk: the captures
+	// after it cannot be replayed, and say why.
+	mid := a.caps["http://steady.example/ "+day(visits/2)]
+	flipMiddleByte(t, a, mid)
+	resp, body := get(t, a.content.URL+"/web/"+day(visits)+"id_/http://steady.example/")
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "damaged") {
+		t.Errorf("past a damaged revisit: %d %q, want 500 saying it is damaged", resp.StatusCode, body)
 	}
 }
 

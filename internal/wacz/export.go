@@ -324,13 +324,19 @@ func (e *exporter) selected(f *fetched) error {
 			return err
 		}
 		tally(&e.stats.Unresolved, &e.stats.FirstUnresolved, f.c, f.originalErr)
-	case f.original.URLKey != "" && !e.sel.contains(f.original):
-		o := f.original
-		// By what it is, not where: replicas hold it on several nodes.
-		k := fmt.Sprintf("%s %d %s", o.URLKey, o.Time.UnixNano(), o.RecordID)
-		if !e.origSeen[k] {
-			e.origSeen[k] = true
-			e.originals = append(e.originals, o)
+	case f.original.URLKey != "":
+		// The revisits a chain passes through go too: a copy of the
+		// revisit resolves only through them when they name no digest.
+		for _, o := range append(slices.Clip(f.via), f.original) {
+			if e.sel.contains(o) {
+				continue
+			}
+			// By what it is, not where: replicas hold it on several nodes.
+			k := fmt.Sprintf("%s %d %s", o.URLKey, o.Time.UnixNano(), o.RecordID)
+			if !e.origSeen[k] {
+				e.origSeen[k] = true
+				e.originals = append(e.originals, o)
+			}
 		}
 	}
 	if f.page {

@@ -891,7 +891,7 @@ type failing struct {
 	panics             bool // CopyMember panics
 	rangePanics        bool // Range panics after its first capture
 	unasked            error
-	lookups            error // Captures and ByDigest fail: no revisit's original can be looked up
+	lookups            error // Captures, CapturesBetween and ByDigest fail: no revisit's original can be looked up
 	spoolFull          bool  // writing a spooled member fails, as on a full disk
 }
 
@@ -900,6 +900,13 @@ func (a failing) Captures(ctx context.Context, urlKey string, reverse bool, fn f
 		return a.lookups
 	}
 	return a.Archive.Captures(ctx, urlKey, reverse, fn)
+}
+
+func (a failing) CapturesBetween(ctx context.Context, urlKey string, from, to time.Time, reverse bool, fn func(index.Capture) (bool, error)) error {
+	if a.lookups != nil {
+		return a.lookups
+	}
+	return a.Archive.CapturesBetween(ctx, urlKey, from, to, reverse, fn)
 }
 
 func (a failing) ByDigest(ctx context.Context, c index.Capture, digest string) (index.Capture, bool, error) {

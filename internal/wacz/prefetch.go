@@ -39,6 +39,7 @@ type fetched struct {
 	// it names none), or why it was not found (archive.ErrNoOriginal when
 	// the archive holds the payload nowhere).
 	original    index.Capture
+	via         []index.Capture // revisits between it and original (archive.Chain)
 	originalErr error
 	page        bool // a line of pages.jsonl
 	title       string
@@ -266,7 +267,7 @@ func (e *exporter) resolve(ctx context.Context, f *fetched, h warc.Header) {
 	if f.c.Digest == "" && h.Get("WARC-Refers-To-Target-URI") == "" {
 		return // a revisit that names no payload (server-not-modified): nothing to resolve
 	}
-	f.original, f.originalErr = archive.Original(ctx, e.src.Archive, f.c, h)
+	f.original, f.via, f.originalErr = archive.Chain(ctx, e.src.Archive, f.c, h)
 	if f.originalErr != nil {
 		f.originalErr = fmt.Errorf("its original: %w", f.originalErr)
 	}

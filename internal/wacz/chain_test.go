@@ -1,0 +1,90 @@
+package wacz_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/archive"
+	"github.com/waggle-archive/waggle/internal/crawl"
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/wacz"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// A selection whose revisits name, without a payload digest, revisits
+// before it (each server-not-modified visit written against the last, as
+// some tools do) takes the whole chain along: the WACZ, imported, replays
+// every revisit it was made for.
+func TestExportTakesRevisitChains(t *testing.T) {
+	const url = "http://steady.example/"
+	month := func(i int) time.Time { return time.Date(2024, time.Month(1+i), 1, 0, 0, 0, 0, time.UTC) }
+	dir := t.TempDir()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "<html><body><p>steady</p></body></html>"
+	raw := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nETag: \"s\"\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	prev, err := warc.NewResponse(url, month(0), []byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(prev); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		rec := warc.NewRevisit(url, month(i), warc.ProfileServerNotModified, []byte("HTTP/1.1 304 Not Modified\r\nETag: \"s\"\r\n\r\n"), "",
+			warc.RefersTo{ID: prev.ID(), URI: url, Date: month(i - 1)})
+		if _, err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		prev = rec
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("segments: %v %v", files, err)
+	}
+	data := t.TempDir()
+	if _, err := crawl.Import(context.Background(), data, files, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	path, s := export(t, data, wacz.Selection{From: month(2)})
+	if s.Captures != 2 || s.Originals != 2 || s.Missing != 0 {
+		t.Errorf("export of the last two revisits: %+v; want them and the two captures before them", s)
+	}
+	again := t.TempDir()
+	if _, err := crawl.Import(context.Background(), again, []string{path}, nil); err != nil {
+		t.Fatal(err)
+	}
+	db, err := crawl.OpenDB(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a := archive.NewLocal(index.New(db), filepath.Join(again, "warc"))
+	for _, i := range []int{2, 3} {
+		var c index.Capture
+		a.Captures(context.Background(), "example,steady)/", false, func(x index.Capture) (bool, error) {
+			if x.Time.Equal(month(i)) {
+				c = x
+			}
+			return true, nil
+		})
+		rec, err := a.Record(context.Background(), c)
+		if err != nil {
+			t.Fatalf("the revisit of %s in the imported WACZ: %v", month(i).Format("2006-01"), err)
+		}
+		o, err := archive.Original(context.Background(), a, c, rec.Header)
+		if err != nil || !o.Time.Equal(month(0)) || o.Type != warc.TypeResponse || o.Status != http.StatusOK {
+			t.Errorf("the revisit of %s in the imported WACZ resolves to %+v, %v; want the response of %s", month(i).Format("2006-01"), o, err, month(0).Format("2006-01"))
+		}
+	}
+}
