@@ -82,7 +82,9 @@ type Config struct {
 	// Replicas is how many members keep each site, 1 to MaxReplicas. Every
 	// member must use the same count, or each would place copies where the
 	// others do not look for them: a member announcing another count is
-	// excluded, and Start fails if the network it joins keeps another.
+	// excluded, and a node that finds every member it knows announcing
+	// another fails — at Start, or later through Failed when it joined
+	// late.
 	Replicas int
 	// HTTPAddr and PeerAddr are where this node serves replay and peer RPC,
 	// as other nodes dial them.
@@ -194,9 +196,7 @@ type Membership struct {
 	// claimedAt is the gossip address of another node seen with this
 	// node's ID, "" when none was.
 	claimedAt string
-	// disagrees is the last member seen announcing another Replicas count
-	// than this node's, for Start's error.
-	disagrees *disagreement
+	failedC   chan error         // see Failed
 	failed    map[string]failure // by ID, verified members that failed, for ReconnectTimeout
 
 	ringMu      sync.Mutex
@@ -218,7 +218,9 @@ type peer struct {
 	meta       []byte // as last seen, to tell real updates from repeats
 	gossipAddr string
 	member     Member
-	valid      bool   // meta decoded
+	valid      bool   // meta decoded, and its replica count this node's (or none)
+	replicas   int    // as announced; 0 when none is (a version 1 node)
+	name       string // as announced
 	verified   bool   // Verify succeeded for this gen
 	gen        uint64 // incremented on every change that needs verifying again
 	failures   int
@@ -296,6 +298,7 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 		changes:  make(chan struct{}, 1),
 		peers:    make(map[string]*peer),
 		failed:   make(map[string]failure),
+		failedC:  make(chan error, 1),
 	}
 	mc.Delegate = (*delegate)(m)
 	mc.Events = (*events)(m)
@@ -334,17 +337,17 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 		// The join's exchange of state with the members is over: one
 		// that runs with this credential already told of itself.
 		m.mu.Lock()
-		at, other := m.claimedAt, m.disagrees
+		at := m.claimedAt
 		m.mu.Unlock()
 		if at != "" {
 			m.stop(false, 0)
 			return nil, fmt.Errorf("%w: it gossips from %s (if that is this node before a move to another address, start again once the others see it gone)", ErrCredentialInUse, at)
 		}
-		if other != nil {
+		if err := m.outvoted(); err != nil {
 			// Leaving tells the members at once that this node is not
 			// coming; they excluded it already.
 			m.stop(true, m.tuning.ProbeTimeout)
-			return nil, fmt.Errorf("%w: member %s (%s) keeps %d copies of each site, this node %d", ErrReplicasDisagree, other.name, other.gossipAddr, other.replicas, m.replicas)
+			return nil, err
 		}
 	}
 	m.wg.Add(1)
@@ -422,6 +425,14 @@ func (m *Membership) rejoinLoop() {
 			m.tryJoin()
 		}
 		m.reconnect()
+		if err := m.outvoted(); err != nil {
+			// Joined late (its network was out of reach at Start).
+			m.log.Error("membership: this node keeps another number of copies than its network; it must stop", "err", err)
+			select {
+			case m.failedC <- err:
+			default:
+			}
+		}
 	}
 }
 
@@ -576,6 +587,7 @@ func (m *Membership) observe(n *memberlist.Node) {
 	p.gossipAddr = addr
 	p.verified = false
 	p.valid = false
+	p.replicas, p.name = 0, ""
 	p.failures = 0
 
 	if !validID(n.Name) {
@@ -587,8 +599,8 @@ func (m *Membership) observe(n *memberlist.Node) {
 		m.log.Warn("membership: ignoring a member with bad metadata", "id", n.Name, "gossip", addr, "err", err)
 		return
 	}
+	p.replicas, p.name = nm.Replicas, nm.Name
 	if nm.Replicas != 0 && nm.Replicas != m.replicas {
-		m.disagrees = &disagreement{name: nm.Name, gossipAddr: addr, replicas: nm.Replicas}
 		m.log.Error("membership: ignoring a member that keeps another number of copies of each site; every member must use the same",
 			"id", n.Name, "name", nm.Name, "gossip", addr, "replicas", nm.Replicas, "ours", m.replicas)
 		return
@@ -767,11 +779,33 @@ var ErrCredentialInUse = errors.New("membership: another node runs with this nod
 // another number of copies of each site than Config.Replicas.
 var ErrReplicasDisagree = errors.New("membership: the network keeps another number of copies")
 
-// disagreement is a member announcing another Replicas count.
-type disagreement struct {
-	name, gossipAddr string
-	replicas         int
+// outvoted returns ErrReplicasDisagree, naming one of them, when every
+// other member this node knows announces another Replicas count than its
+// own: the network keeps another, and this node is the odd one out. A
+// member with this node's count (or none announced) makes it the others'
+// problem: they are excluded, and fail themselves.
+func (m *Membership) outvoted() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var odd *peer
+	for _, p := range m.peers {
+		if p.valid {
+			return nil
+		}
+		if p.replicas != 0 && p.replicas != m.replicas {
+			odd = p
+		}
+	}
+	if odd == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: member %s (%s) keeps %d copies of each site, this node %d", ErrReplicasDisagree, odd.name, odd.gossipAddr, odd.replicas, m.replicas)
 }
+
+// Failed receives an error when this node cannot go on as a member of its
+// network: it joined late (its network out of reach at Start) a network
+// that keeps another number of copies (ErrReplicasDisagree).
+func (m *Membership) Failed() <-chan error { return m.failedC }
 
 // conflicts hears of another node gossiping under a member's name from
 // another address. Memberlist keeps the node it knew and ignores the

@@ -403,6 +403,56 @@ func TestJoinWithOtherReplicasFails(t *testing.T) {
 	})
 }
 
+// A node whose network is out of reach at start runs alone; when it joins
+// later a network keeping another number of copies, Failed says it must
+// stop. An odd member does not keep nodes with the network's count out.
+func TestLateJoinWithOtherReplicasFails(t *testing.T) {
+	netDir := newNetwork(t)
+	alphaCred := admit(t, netDir, "alpha")
+	first := start(t, alphaCred, nodeOpts{replicas: 2})
+	addr := first.self.GossipAddr
+	first.Close()
+
+	odd, err := Start(context.Background(), Config{
+		Credential: admit(t, netDir, "odd"), BindAddr: "127.0.0.1:0", Capacity: 1, Replicas: 3,
+		HTTPAddr: "127.0.0.1:8080", PeerAddr: "localhost:9090",
+		Join: []string{addr}, Logger: testLogger(), Tuning: LocalTuning(),
+	})
+	if err != nil {
+		t.Fatalf("a node whose network is out of reach: %v; want it to start alone", err)
+	}
+	t.Cleanup(func() { odd.Close() })
+	select {
+	case err := <-odd.Failed():
+		t.Fatalf("failed alone: %v", err)
+	default:
+	}
+
+	// The network comes back where the odd node looks for it.
+	m, err := Start(context.Background(), Config{
+		Credential: alphaCred, BindAddr: addr, Capacity: 1, Replicas: 2,
+		HTTPAddr: "127.0.0.1:8080", PeerAddr: "localhost:9090", Logger: testLogger(), Tuning: LocalTuning(),
+	})
+	if err != nil {
+		t.Skipf("cannot listen at %s again: %v", addr, err)
+	}
+	t.Cleanup(func() { m.Close() })
+	beta := start(t, admit(t, netDir, "beta"), nodeOpts{replicas: 2, join: []string{addr}})
+	select {
+	case err := <-odd.Failed():
+		if !errors.Is(err, ErrReplicasDisagree) || !strings.Contains(err.Error(), "keeps 2 copies") {
+			t.Errorf("Failed: %v; want ErrReplicasDisagree with the network's count", err)
+		}
+	case <-time.After(deadline):
+		t.Fatal("the odd node joined a network keeping another count and was not told to stop")
+	}
+	// While it still gossips, a node with the network's count joins.
+	gamma := start(t, admit(t, netDir, "gamma"), nodeOpts{replicas: 2, join: []string{addr}})
+	waitFor(t, "the network of three, without the odd node", func() error {
+		return agree([]*Membership{m, beta, gamma}, []string{m.self.ID, beta.self.ID, gamma.self.ID})
+	})
+}
+
 func TestStartErrors(t *testing.T) {
 	netDir := newNetwork(t)
 	cred := admit(t, netDir, "n")

@@ -555,6 +555,13 @@ func (n *Node) Run(ctx context.Context) error {
 		wg.Go(func() { n.watch(ctx) })
 		wg.Go(func() { n.repair(ctx) })
 		wg.Go(func() { n.rediscoverGone(ctx) })
+		wg.Go(func() {
+			select {
+			case <-ctx.Done():
+			case err := <-n.members.Failed():
+				fail("membership", err)
+			}
+		})
 	}
 	<-ctx.Done()
 	if n.members != nil && n.cfg.LeaveTimeout > 0 && !n.drain.on.Load() {
