@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -93,11 +92,9 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	n.moveRegistry(ctx, ownerAfter)
 
-	// 2. Out of the membership, once the others know this is for good (a
-	// member that did not hear it only makes a needless rediscovery pass);
-	// from now on every URL here belongs to another node, and the crawler
-	// hands each over as it leases it.
-	n.announceRetiring(ctx)
+	// 2. Out of the membership; from now on every URL here belongs to
+	// another node, and the crawler hands each over as it leases it.
+	members := n.members.Members()
 	n.drain.mu.Lock()
 	n.drain.others = rg
 	n.drain.mu.Unlock()
@@ -145,6 +142,10 @@ wait:
 	}
 	// Registrations that reached this node while the others still saw it.
 	n.moveRegistry(ctx, ownerAfter)
+	if !warned {
+		// Nothing stayed behind: the others need not look for it.
+		n.announceRetired(ctx, members)
+	}
 	n.log.Info("node: left the network; stopping")
 	n.drain.mu.Lock()
 	stop := n.drain.stop
@@ -164,21 +165,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// announceRetiring tells every other member that this node is leaving for
-// good, its part handed over, and waits for their answers.
-func (n *Node) announceRetiring(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, m := range n.members.Members() {
-		if m.ID == n.ID() {
-			continue
-		}
-		wg.Go(func() {
-			if err := n.call(ctx, m.PeerAddr, m.ID, http.MethodPost, retiringPath, nil, nil); err != nil {
-				n.log.Warn("node: telling a member this node retires", "member", m.Name, "err", err)
-			}
-		})
-	}
-	wg.Wait()
 }

@@ -105,6 +105,20 @@ func TestLeaveAfterMaxPages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := Leave(ctx, owner.data); err != nil {
-		t.Errorf("%s, its page budget spent with %d URLs queued, cannot leave: %v", owner.name, owner.crawl.Stats().Queued, err)
+		t.Fatalf("%s, its page budget spent with %d URLs queued, cannot leave: %v", owner.name, owner.crawl.Stats().Queued, err)
+	}
+	// What stayed behind is for the others to find again: they keep the
+	// departure on record, not told that it retired with its part handed over.
+	for _, n := range nodes {
+		if n == owner {
+			continue
+		}
+		waitFor(t, n.name+" to record the departure", func() bool {
+			ds, err := n.departures()
+			return err == nil && len(ds) == 1 && ds[0].Member.ID == owner.ID()
+		})
+		if ok, err := n.retired(owner.ID(), time.Now()); err != nil || ok {
+			t.Errorf("%s was told that %s retired with its part handed over (%v)", n.name, owner.name, err)
+		}
 	}
 }

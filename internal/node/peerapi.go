@@ -23,9 +23,9 @@ const (
 	seedsPath  = "/v1/seeds"  // GET: the seeds this node knows; POST: learn seeds
 	statusPath = "/v1/status" // GET: this node's status
 	nodePath   = "/v1/node"   // GET: where this node gossips
-	// POST: the caller is leaving the network for good, its part handed
-	// over (waggle node leave): its departure needs no rediscovery.
-	retiringPath = "/v1/retiring"
+	// POST: the caller left the network for good, its part handed over
+	// (waggle node leave): its departure needs no rediscovery.
+	retiredPath = "/v1/retired"
 )
 
 // maxSeedsBody bounds a POST of seeds.
@@ -67,14 +67,21 @@ func (n *Node) peerHandler() http.Handler {
 	mux.HandleFunc("GET "+statusPath, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.localStatus())
 	})
-	mux.HandleFunc("POST "+retiringPath, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+retiredPath, func(w http.ResponseWriter, r *http.Request) {
 		id, _, ok := peer.Caller(r.Context())
 		if !ok {
-			http.Error(w, "node: retiring: no caller identity", http.StatusForbidden)
+			http.Error(w, "node: retired: no caller identity", http.StatusForbidden)
 			return
 		}
-		if err := n.noteRetiring(id, time.Now()); err != nil {
-			http.Error(w, "node: retiring: "+err.Error(), http.StatusServiceUnavailable)
+		var body struct {
+			Gossip string `json:"gossip"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&body); err != nil {
+			http.Error(w, "node: retired: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := n.noteRetired(id, body.Gossip, time.Now()); err != nil {
+			http.Error(w, "node: retired: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)

@@ -27,56 +27,6 @@ const DefaultRediscoverAfter = 15 * time.Minute
 // restart does not forget a departure it has not acted on.
 const departedPrefix = "k/departed/"
 
-// retiringPrefix keys the members that said they are leaving for good,
-// their part handed over: k/retiring/<ID> → notice (JSON). Their departure
-// is not recorded: there is nothing to find again, and a network scaled
-// down by `waggle node leave` must not look cut off to the guard of
-// rediscoverGone. Nor is the member kept among the peers to join through
-// at the next start.
-const retiringPrefix = "k/retiring/"
-
-// A notice is a member's word that it is retiring.
-type notice struct {
-	At     time.Time `json:"at"`
-	Gossip string    `json:"gossip,omitempty"` // where it gossiped, as this node knew it
-}
-
-// retiringFor is how long a member's notice that it is retiring stands:
-// it leaves the ring seconds after giving it, and a notice of a drain that
-// failed must not keep its later crash from being acted on.
-const retiringFor = 10 * time.Minute
-
-// noteRetiring records that member id is about to leave for good.
-func (n *Node) noteRetiring(id string, now time.Time) error {
-	nt := notice{At: now}
-	for _, m := range n.members.Members() {
-		if m.ID == id {
-			nt.Gossip = m.GossipAddr
-		}
-	}
-	v, err := json.Marshal(nt)
-	if err != nil {
-		return err
-	}
-	return n.db.Set([]byte(retiringPrefix+id), v, pebble.Sync)
-}
-
-// retiring returns member id's notice if it gave one within retiringFor
-// before now.
-func (n *Node) retiring(id string, now time.Time) (notice, bool, error) {
-	v, closer, err := n.db.Get([]byte(retiringPrefix + id))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return notice{}, false, nil
-	}
-	if err != nil {
-		return notice{}, false, err
-	}
-	defer closer.Close()
-	var nt notice
-	err = json.Unmarshal(v, &nt)
-	return nt, err == nil && !now.Before(nt.At) && now.Sub(nt.At) < retiringFor, nil
-}
-
 // A departure is a member seen leaving the ring, and the ring's members
 // before it left: who owned and who held each site then.
 type departure struct {
@@ -102,16 +52,13 @@ func (n *Node) noteDepartures(prev, cur *ring.Ring, now time.Time) error {
 			if m.ID == n.ID() || inRing(cur, m.ID) {
 				continue
 			}
-			nt, retired, err := n.retiring(m.ID, now)
+			retired, err := n.retired(m.ID, now)
 			if err != nil {
 				return err
 			}
-			if err := b.Delete([]byte(retiringPrefix+m.ID), nil); err != nil {
-				return err
-			}
 			if retired {
-				n.log.Info("node: a member retired, its part handed over", "member", m.ID)
-				if err := n.forgetPeer(b, nt.Gossip); err != nil {
+				// Its part was handed over before it said so (noteRetired).
+				if err := b.Delete([]byte(retiredPrefix+m.ID), nil); err != nil {
 					return err
 				}
 				continue
