@@ -91,6 +91,7 @@ func parseMetadata(block []byte, withLinks bool) (Page, error) {
 		}
 		return n
 	}
+scan:
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), ":")
 		if !ok {
@@ -99,7 +100,7 @@ func parseMetadata(block []byte, withLinks bool) (Page, error) {
 		switch strings.ToLower(name) {
 		case "outlink":
 			if !withLinks {
-				continue
+				break scan // hopFields are written before the outlinks
 			}
 			if l, ok := parseOutlink(value); ok {
 				p.Links = append(p.Links, l)

@@ -165,17 +165,17 @@ func recordFacts(rec *warc.Record) copyFacts {
 // here too (or brings a known one up to date), so that whichever node
 // holds its site next knows when to revisit it and what to compare with.
 // A node queues only the URLs of sites it holds (see queueDue).
-func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) error {
+func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (noted bool, err error) {
 	if robots.IsFile(cp.URL) {
-		return nil // the robots check fetches it, as on the node that did
+		return false, nil // the robots check fetches it, as on the node that did
 	}
 	key := recrawl.Key(cp.URL)
 	old, had, err := recrawl.GetKey(b, key)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if had && !old.State.LastVisit.Before(cp.Time.Truncate(time.Second)) {
-		return nil // it knows of a visit as recent
+		return false, nil // it knows of a visit as recent
 	}
 	policy := c.cfg.Schedules.For(cp.URL)
 	e := old
@@ -213,7 +213,7 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) error
 	if had {
 		prev = &old
 	}
-	return recrawl.Put(b, prev, e)
+	return true, recrawl.Put(b, prev, e)
 }
 
 // noteHops gives the re-crawl entry of a copied capture the hop counts that
@@ -222,11 +222,13 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) error
 // page's new links continue from them, as on the node that fetched it,
 // rather than from depth 0 (a depth limit would be crossed, a trap chain
 // counted afresh). The record follows its capture, in the same batch as a
-// rule; one that comes alone, or describes an older capture, changes
-// nothing.
-func (c *Crawler) noteHops(b *pebble.Batch, f copyFacts) error {
+// rule: noted holds the record IDs of the captures noteCopy took as their
+// entries' last visit in this batch. One that comes alone is matched by
+// the payload its entry names (a response's own); one that describes an
+// older capture changes nothing.
+func (c *Crawler) noteHops(b *pebble.Batch, f copyFacts, noted map[string]bool) error {
 	e, ok, err := recrawl.Get(b, f.hopsOf)
-	if err != nil || !ok || e.Payload.RecordID == "" || e.Payload.RecordID != f.describes {
+	if err != nil || !ok || f.describes == "" || !noted[f.describes] && e.Payload.RecordID != f.describes {
 		return err
 	}
 	h := f.hops
@@ -295,13 +297,14 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 	if err := w.Sync(); err != nil {
 		return nil, fmt.Errorf("crawl: warc sync: %w", err)
 	}
+	noted := map[string]bool{} // captures noteCopy took as their URL's last visit
 	for k, e := range entries {
 		l := locs[k]
 		ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
 		stored[e.result]++
 		if e.cp == nil {
 			if e.facts.hops != nil {
-				if err := c.noteHops(b, e.facts); err != nil {
+				if err := c.noteHops(b, e.facts, noted); err != nil {
 					return nil, err
 				}
 			}
@@ -337,8 +340,12 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 				c.digests.AddString(cp.Digest)
 			}
 		}
-		if err := c.noteCopy(b, cp, e.facts); err != nil {
+		ok, err := c.noteCopy(b, cp, e.facts)
+		if err != nil {
 			return nil, err
+		}
+		if ok {
+			noted[cp.RecordID] = true
 		}
 	}
 	return stored, nil
