@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -241,6 +242,38 @@ func TestRevisitChainIsFollowed(t *testing.T) {
 	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "damaged") {
 		t.Errorf("past a damaged revisit: %d %q, want 500 saying it is damaged", resp.StatusCode, body)
 	}
+}
+
+// BenchmarkRevisitChain replays the newest of a year of daily revisits,
+// each a 304 naming the day before with no payload digest: the longest
+// chain replay walks, one step per revisit.
+func BenchmarkRevisitChain(b *testing.B) {
+	html := "Content-Type: text/html; charset=utf-8\r\n"
+	page := "<p>steady</p>"
+	day := func(i int) string {
+		return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i).Format("20060102150405")
+	}
+	const visits = 365
+	fixtures := []fixture{{url: "http://steady.example/", at: day(0), header: html, body: page}}
+	for i := 1; i <= visits; i++ {
+		fixtures = append(fixtures, fixture{url: "http://steady.example/", at: day(i), body: page,
+			revisit: true, notModified: true, noDigest: true, refersTo: "http://steady.example/ " + day(i-1)})
+	}
+	a := newTestArchive(b, fixtures)
+	url := a.content.URL + "/web/" + day(visits) + "id_/http://steady.example/"
+	b.ResetTimer()
+	for range b.N {
+		resp, err := http.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("%d", resp.StatusCode)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/visits, "µs/step")
 }
 
 func TestRevisitOfARevisitIsRefused(t *testing.T) {
