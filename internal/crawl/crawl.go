@@ -26,6 +26,7 @@ import (
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/diskfree"
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
@@ -231,7 +232,7 @@ func OpenDB(data string) (*pebble.DB, error) {
 	dir := filepath.Join(data, "db")
 	opts := frontier.PebbleOptions()
 	maxLog := int64(opts.MemTableSize) * int64(max(opts.MemTableStopWritesThreshold, 2))
-	if err := checkRoom(dir, maxLog, freeSpace); err != nil {
+	if err := checkRoom(dir, maxLog, diskfree.Available); err != nil {
 		return nil, fmt.Errorf("open %s: %w", data, err)
 	}
 	db, err := pebble.Open(dir, opts)

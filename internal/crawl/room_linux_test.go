@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/waggle-archive/waggle/internal/diskfree"
 )
 
 // An archive on a full filesystem is refused at once with the reason, not
@@ -26,9 +28,9 @@ func TestOpenOnAFullDisk(t *testing.T) {
 		t.Fatalf("an empty 48 MiB filesystem: %v", err)
 	}
 	db.Close()
-	free, ok := freeSpace(mnt)
+	free, ok := diskfree.Available(mnt)
 	if !ok || free < 40<<20 {
-		t.Fatalf("freeSpace of an empty 48 MiB tmpfs: %d, %v", free, ok)
+		t.Fatalf("the space free on an empty 48 MiB tmpfs: %d, %v", free, ok)
 	}
 	filler, err := os.Create(filepath.Join(mnt, "filler"))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/waggle-archive/waggle/internal/diskfree"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
@@ -170,7 +171,7 @@ func (sp *payloadSpool) reserve(id string, size int64) (string, bool) {
 	if sp.held+sp.filling+size > sp.max {
 		return "", false
 	}
-	if free, ok := freeBytes(sp.dir); ok && free < 2*size {
+	if free, ok := diskfree.Available(sp.dir); ok && free < 2*size {
 		sp.unkept.add(id)
 		return "", false
 	}

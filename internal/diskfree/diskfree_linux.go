@@ -1,18 +1,19 @@
-package crawl
+package diskfree
 
 import "syscall"
 
-// freeSpace returns the bytes available to this user on path's filesystem.
-func freeSpace(path string) (int64, bool) {
+// Available returns the bytes free to an unprivileged user on path's
+// filesystem, and whether it could tell.
+func Available(path string) (int64, bool) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil {
 		return 0, false
 	}
 	// f_bavail counts fragments (f_frsize); f_bsize is only the preferred
 	// I/O size, 256 times larger on ZFS.
-	unit := st.Frsize
+	unit := int64(st.Frsize)
 	if unit <= 0 {
-		unit = st.Bsize
+		unit = int64(st.Bsize)
 	}
 	return int64(st.Bavail) * unit, true
 }
