@@ -395,16 +395,17 @@ func splitHostPort(s string) (string, int, error) {
 }
 
 // tryJoin contacts the members of Config.Join once.
-func (m *Membership) tryJoin() {
+func (m *Membership) tryJoin() (joined bool) {
 	n, err := m.ml.Join(m.join)
 	if err != nil && n == 0 {
 		m.mu.Lock()
 		m.joins++
 		m.mu.Unlock()
 		m.log.Warn("membership: cannot join the network", "join", m.join, "err", err)
-		return
+		return false
 	}
 	m.log.Info("membership: joined", "contacted", n)
+	return true
 }
 
 // rejoinLoop retries Config.Join while the node knows no other member
@@ -421,18 +422,19 @@ func (m *Membership) rejoinLoop() {
 			return
 		case <-tk.C:
 		}
-		if len(m.join) > 0 && m.ml.NumMembers() <= 1 {
-			m.tryJoin()
-		}
-		m.reconnect()
-		if err := m.outvoted(); err != nil {
-			// Joined late (its network was out of reach at Start).
-			m.log.Error("membership: this node keeps another number of copies than its network; it must stop", "err", err)
-			select {
-			case m.failedC <- err:
-			default:
+		if len(m.join) > 0 && m.ml.NumMembers() <= 1 && m.tryJoin() {
+			// Joined late, its network out of reach at Start. Only the
+			// node that joins asks whether it is the odd one out: a node
+			// alone that an odd one joins sees one member against it too.
+			if err := m.outvoted(); err != nil {
+				m.log.Error("membership: this node keeps another number of copies than its network; it must stop", "err", err)
+				select {
+				case m.failedC <- err:
+				default:
+				}
 			}
 		}
+		m.reconnect()
 	}
 }
 

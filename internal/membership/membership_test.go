@@ -437,7 +437,6 @@ func TestLateJoinWithOtherReplicasFails(t *testing.T) {
 		t.Skipf("cannot listen at %s again: %v", addr, err)
 	}
 	t.Cleanup(func() { m.Close() })
-	beta := start(t, admit(t, netDir, "beta"), nodeOpts{replicas: 2, join: []string{addr}})
 	select {
 	case err := <-odd.Failed():
 		if !errors.Is(err, ErrReplicasDisagree) || !strings.Contains(err.Error(), "keeps 2 copies") {
@@ -446,6 +445,17 @@ func TestLateJoinWithOtherReplicasFails(t *testing.T) {
 	case <-time.After(deadline):
 		t.Fatal("the odd node joined a network keeping another count and was not told to stop")
 	}
+	// Alone too, and joined by the odd node, alpha sees one member against
+	// it as well; it did not join, so it is not the one to stop.
+	for range 4 {
+		time.Sleep(LocalTuning().RejoinInterval)
+		select {
+		case err := <-m.Failed():
+			t.Fatalf("the node the odd one joined was told to stop: %v", err)
+		default:
+		}
+	}
+	beta := start(t, admit(t, netDir, "beta"), nodeOpts{replicas: 2, join: []string{addr}})
 	// While it still gossips, a node with the network's count joins.
 	gamma := start(t, admit(t, netDir, "gamma"), nodeOpts{replicas: 2, join: []string{addr}})
 	waitFor(t, "the network of three, without the odd node", func() error {

@@ -277,6 +277,10 @@ func TestLeaveHandsOver(t *testing.T) {
 		if ds, err := n.departures(); err != nil || len(ds) > 0 {
 			t.Errorf("%s recorded %d departures (%v) after a member retired: it would rediscover what was handed over", n.name, len(ds), err)
 		}
+		// Nor is a mark left that would hide a later departure of its ID.
+		if ok, err := n.retired(leaving.ID(), time.Now()); err != nil || ok {
+			t.Errorf("%s keeps the retired member's notice after seeing it go (%v)", n.name, err)
+		}
 	}
 }
 

@@ -44,10 +44,21 @@ func (n *Node) noteRetired(id, gossip string, now time.Time) error {
 	defer n.departMu.Unlock()
 	b := n.db.NewBatch()
 	defer b.Close()
-	if err := b.Delete([]byte(departedPrefix+id), nil); err != nil {
-		return err
-	}
-	if err := b.Set([]byte(retiredPrefix+id), v, nil); err != nil {
+	_, closer, err := n.db.Get([]byte(departedPrefix + id))
+	switch {
+	case err == nil:
+		// Seen leaving already, as a rule (it left before handing over):
+		// the departure goes, and no mark is left to skip a later one.
+		closer.Close()
+		if err := b.Delete([]byte(departedPrefix+id), nil); err != nil {
+			return err
+		}
+	case errors.Is(err, pebble.ErrNotFound):
+		// Its departure is still to be seen here: the mark waits for it.
+		if err := b.Set([]byte(retiredPrefix+id), v, nil); err != nil {
+			return err
+		}
+	default:
 		return err
 	}
 	if err := n.forgetPeer(b, gossip); err != nil {
