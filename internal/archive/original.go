@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
@@ -38,12 +40,44 @@ func Original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (i
 // maxRevisitChain revisits are followed, never one twice; an error reading
 // one wraps ErrChainRecord.
 func Chain(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, []index.Capture, error) {
+	return (*Chains)(nil).Resolve(ctx, a, c, h)
+}
+
+// Chains remembers where the revisits of chains resolved, for a caller that
+// resolves many revisits of one chain (an export of a URL's captures):
+// each is then walked once, not once per revisit. Only revisits that are
+// part of a chain are remembered. Safe for concurrent use; a nil *Chains
+// remembers nothing.
+type Chains struct {
+	mu   sync.Mutex
+	ends map[chainLink]chainEnd
+}
+
+// A chainEnd is where a revisit resolved: the capture holding the payload
+// and the revisits after it on the way there.
+type chainEnd struct {
+	orig index.Capture
+	via  []index.Capture
+}
+
+// NewChains returns an empty Chains.
+func NewChains() *Chains { return &Chains{ends: map[chainLink]chainEnd{}} }
+
+// Resolve is Chain, starting from what cs remembers.
+func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, []index.Capture, error) {
+	first := c
 	followed := map[chainLink]bool{linkOf(c): true}
 	var via []index.Capture
 	for {
 		o, next, err := original(ctx, a, c, h)
 		if err != nil || next == nil {
+			cs.remember(first, o, via, err)
 			return o, via, err
+		}
+		if end, ok := cs.lookup(*next); ok {
+			via = append(append(via, *next), end.via...)
+			cs.remember(first, end.orig, via, nil)
+			return end.orig, via, nil
 		}
 		if followed[linkOf(*next)] {
 			return index.Capture{}, via, fmt.Errorf("%w: the capture named is another revisit, and the payload is stored nowhere else", ErrNoOriginal)
@@ -60,10 +94,35 @@ func Chain(ctx context.Context, a Archive, c index.Capture, h warc.Header) (inde
 			// The index was wrong: the record holds a payload.
 			o := *next
 			o.Type = rec.Type()
+			cs.remember(first, o, via, nil)
 			return o, via, nil
 		}
 		via = append(via, *next)
 		c, h = *next, rec.Header
+	}
+}
+
+func (cs *Chains) lookup(c index.Capture) (chainEnd, bool) {
+	if cs == nil {
+		return chainEnd{}, false
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	end, ok := cs.ends[linkOf(c)]
+	return end, ok
+}
+
+// remember records where first, and each revisit of via after it, resolved.
+func (cs *Chains) remember(first, orig index.Capture, via []index.Capture, err error) {
+	if cs == nil || err != nil || len(via) == 0 {
+		return // a revisit naming its payload's capture is one step anyway
+	}
+	via = slices.Clip(via)
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.ends[linkOf(first)] = chainEnd{orig, via}
+	for i, v := range via {
+		cs.ends[linkOf(v)] = chainEnd{orig, via[i+1:]}
 	}
 }
 

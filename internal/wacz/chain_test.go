@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,13 +17,11 @@ import (
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
-// A selection whose revisits name, without a payload digest, revisits
-// before it (each server-not-modified visit written against the last, as
-// some tools do) takes the whole chain along: the WACZ, imported, replays
-// every revisit it was made for.
-func TestExportTakesRevisitChains(t *testing.T) {
-	const url = "http://steady.example/"
-	month := func(i int) time.Time { return time.Date(2024, time.Month(1+i), 1, 0, 0, 0, 0, time.UTC) }
+// importChain imports into a new data directory a response of url at
+// at(0), then n server-not-modified revisits at at(1)…at(n), each naming
+// the one before and no payload digest, and returns the directory.
+func importChain(t *testing.T, url string, at func(int) time.Time, n int) string {
+	t.Helper()
 	dir := t.TempDir()
 	w, err := warc.NewWriter(dir, warc.WriterOptions{})
 	if err != nil {
@@ -29,16 +29,16 @@ func TestExportTakesRevisitChains(t *testing.T) {
 	}
 	body := "<html><body><p>steady</p></body></html>"
 	raw := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nETag: \"s\"\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	prev, err := warc.NewResponse(url, month(0), []byte(raw))
+	prev, err := warc.NewResponse(url, at(0), []byte(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.Write(prev); err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= 3; i++ {
-		rec := warc.NewRevisit(url, month(i), warc.ProfileServerNotModified, []byte("HTTP/1.1 304 Not Modified\r\nETag: \"s\"\r\n\r\n"), "",
-			warc.RefersTo{ID: prev.ID(), URI: url, Date: month(i - 1)})
+	for i := 1; i <= n; i++ {
+		rec := warc.NewRevisit(url, at(i), warc.ProfileServerNotModified, []byte("HTTP/1.1 304 Not Modified\r\nETag: \"s\"\r\n\r\n"), "",
+			warc.RefersTo{ID: prev.ID(), URI: url, Date: at(i - 1)})
 		if _, err := w.Write(rec); err != nil {
 			t.Fatal(err)
 		}
@@ -55,6 +55,58 @@ func TestExportTakesRevisitChains(t *testing.T) {
 	if _, err := crawl.Import(context.Background(), data, files, nil); err != nil {
 		t.Fatal(err)
 	}
+	return data
+}
+
+// countingRecords counts the records read through Record: the steps of
+// revisit chains.
+type countingRecords struct {
+	wacz.Archive
+	n *atomic.Int64
+}
+
+func (a countingRecords) Record(ctx context.Context, c index.Capture) (*warc.Record, error) {
+	a.n.Add(1)
+	return a.Archive.Record(ctx, c)
+}
+
+// Exporting every revisit of a long chain walks the chain once, not once
+// per revisit.
+func TestExportWalksAChainOnce(t *testing.T) {
+	const n = 200
+	day := func(i int) time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i) }
+	data := importChain(t, "http://steady.example/", day, n)
+	db, err := crawl.OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out, err := os.Create(filepath.Join(t.TempDir(), "out.wacz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	var steps atomic.Int64
+	src := countingRecords{archive.NewLocal(index.New(db), filepath.Join(data, "warc")), &steps}
+	s, err := wacz.Export(context.Background(), out, wacz.Source{Archive: src, TempDir: t.TempDir()}, wacz.Selection{})
+	if err != nil || s.Captures != n+1 || s.Unresolved != 0 || s.Missing != 0 {
+		t.Fatalf("export of a chain of %d revisits: %+v, %v", n, s, err)
+	}
+	// Each revisit's resolution reads the revisit it names, unless that
+	// one has resolved already; prefetching resolves a few at once.
+	if got := steps.Load(); got > 4*n {
+		t.Errorf("%d records read to resolve a chain of %d revisits; walked once, it takes about %d", got, n, n)
+	}
+}
+
+// A selection whose revisits name, without a payload digest, revisits
+// before it (each server-not-modified visit written against the last, as
+// some tools do) takes the whole chain along: the WACZ, imported, replays
+// every revisit it was made for.
+func TestExportTakesRevisitChains(t *testing.T) {
+	const url = "http://steady.example/"
+	month := func(i int) time.Time { return time.Date(2024, time.Month(1+i), 1, 0, 0, 0, 0, time.UTC) }
+	data := importChain(t, url, month, 3)
 
 	path, s := export(t, data, wacz.Selection{From: month(2)})
 	if s.Captures != 2 || s.Originals != 2 || s.Missing != 0 {

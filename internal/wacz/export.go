@@ -130,6 +130,7 @@ func Export(ctx context.Context, w io.Writer, src Source, sel Selection) (Stats,
 		sel:      m,
 		seenSegs: map[string]bool{},
 		origSeen: map[string]bool{},
+		chains:   archive.NewChains(),
 	}
 	defer e.cleanup()
 	if e.cdx, err = e.tempFile("cdxj"); err != nil {
@@ -281,6 +282,7 @@ type exporter struct {
 	seenSegs  map[string]bool // node and segment of those whose warcinfo record is out
 	originals []index.Capture
 	origSeen  map[string]bool // key, time and record ID of originals already queued
+	chains    *archive.Chains // where the selection's chained revisits resolved
 	titles    titleCache
 	stats     Stats
 }

@@ -267,7 +267,7 @@ func (e *exporter) resolve(ctx context.Context, f *fetched, h warc.Header) {
 	if f.c.Digest == "" && h.Get("WARC-Refers-To-Target-URI") == "" {
 		return // a revisit that names no payload (server-not-modified): nothing to resolve
 	}
-	f.original, f.via, f.originalErr = archive.Chain(ctx, e.src.Archive, f.c, h)
+	f.original, f.via, f.originalErr = e.chains.Resolve(ctx, e.src.Archive, f.c, h)
 	if f.originalErr != nil {
 		f.originalErr = fmt.Errorf("its original: %w", f.originalErr)
 	}
