@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -46,24 +45,31 @@ func Chain(ctx context.Context, a Archive, c index.Capture, h warc.Header) (inde
 // Chains remembers where the revisits of chains resolved, for a caller that
 // resolves many revisits of one chain (an export of a URL's captures):
 // each is then walked once, not once per revisit. Only revisits that are
-// part of a chain are remembered. Safe for concurrent use; a nil *Chains
-// remembers nothing.
+// part of a chain are remembered, up to maxRemembered of them at a time.
+// Safe for concurrent use; a nil *Chains remembers nothing.
 type Chains struct {
 	mu   sync.Mutex
 	ends map[chainLink]chainEnd
 }
 
-// A chainEnd is where a revisit resolved: the capture holding the payload
-// and the revisits after it on the way there.
+// maxRemembered bounds the revisits a Chains remembers (about 100 bytes
+// each): past it, it forgets them all and starts again.
+const maxRemembered = 1 << 18
+
+// A chainEnd is where a revisit resolved: the capture holding the payload,
+// or why none was found (ErrNoOriginal), and how many revisits it took.
 type chainEnd struct {
-	orig index.Capture
-	via  []index.Capture
+	orig  index.Capture
+	err   error
+	steps int
 }
 
 // NewChains returns an empty Chains.
 func NewChains() *Chains { return &Chains{ends: map[chainLink]chainEnd{}} }
 
-// Resolve is Chain, starting from what cs remembers.
+// Resolve is Chain, starting from what cs remembers: from a revisit it
+// resolved before, the revisits on are not returned again (they were
+// then).
 func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, []index.Capture, error) {
 	first := c
 	followed := map[chainLink]bool{linkOf(c): true}
@@ -71,19 +77,24 @@ func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h war
 	for {
 		o, next, err := original(ctx, a, c, h)
 		if err != nil || next == nil {
-			cs.remember(first, o, via, err)
+			cs.remember(first, via, chainEnd{orig: o, err: err})
 			return o, via, err
 		}
 		if end, ok := cs.lookup(*next); ok {
-			via = append(append(via, *next), end.via...)
-			cs.remember(first, end.orig, via, nil)
-			return end.orig, via, nil
+			via = append(via, *next)
+			if steps := len(via) + end.steps; steps > maxRevisitChain {
+				end = chainEnd{err: tooLong()}
+			}
+			cs.remember(first, via, end)
+			return end.orig, via, end.err
 		}
 		if followed[linkOf(*next)] {
-			return index.Capture{}, via, fmt.Errorf("%w: the capture named is another revisit, and the payload is stored nowhere else", ErrNoOriginal)
+			err := fmt.Errorf("%w: the capture named is another revisit, and the payload is stored nowhere else", ErrNoOriginal)
+			cs.remember(first, via, chainEnd{err: err})
+			return index.Capture{}, via, err
 		}
 		if len(via) == maxRevisitChain {
-			return index.Capture{}, via, fmt.Errorf("%w: more than %d revisits in a row name each other", ErrNoOriginal, maxRevisitChain)
+			return index.Capture{}, via, tooLong()
 		}
 		followed[linkOf(*next)] = true
 		rec, err := a.Record(ctx, *next)
@@ -94,12 +105,16 @@ func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h war
 			// The index was wrong: the record holds a payload.
 			o := *next
 			o.Type = rec.Type()
-			cs.remember(first, o, via, nil)
+			cs.remember(first, via, chainEnd{orig: o})
 			return o, via, nil
 		}
 		via = append(via, *next)
 		c, h = *next, rec.Header
 	}
+}
+
+func tooLong() error {
+	return fmt.Errorf("%w: more than %d revisits in a row name each other", ErrNoOriginal, maxRevisitChain)
 }
 
 func (cs *Chains) lookup(c index.Capture) (chainEnd, bool) {
@@ -112,18 +127,24 @@ func (cs *Chains) lookup(c index.Capture) (chainEnd, bool) {
 	return end, ok
 }
 
-// remember records where first, and each revisit of via after it, resolved.
-func (cs *Chains) remember(first, orig index.Capture, via []index.Capture, err error) {
-	if cs == nil || err != nil || len(via) == 0 {
+// remember records that first, and each revisit of via after it in turn,
+// resolved to end (end.steps revisits after via's last). Only what is so
+// whenever asked is kept: a payload found, or none in the archive — not a
+// record or a node that could not be read.
+func (cs *Chains) remember(first index.Capture, via []index.Capture, end chainEnd) {
+	if cs == nil || len(via) == 0 || end.err != nil && !errors.Is(end.err, ErrNoOriginal) {
 		return // a revisit naming its payload's capture is one step anyway
 	}
-	via = slices.Clip(via)
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	cs.ends[linkOf(first)] = chainEnd{orig, via}
-	for i, v := range via {
-		cs.ends[linkOf(v)] = chainEnd{orig, via[i+1:]}
+	if len(cs.ends)+len(via)+1 > maxRemembered {
+		clear(cs.ends)
 	}
+	for i := len(via) - 1; i >= 0; i-- {
+		cs.ends[linkOf(via[i])] = end
+		end.steps++
+	}
+	cs.ends[linkOf(first)] = end
 }
 
 // maxRevisitChain bounds the revisits Chain follows from one revisit:

@@ -343,7 +343,7 @@ func Start(ctx context.Context, cfg Config) (*Membership, error) {
 			m.stop(false, 0)
 			return nil, fmt.Errorf("%w: it gossips from %s (if that is this node before a move to another address, start again once the others see it gone)", ErrCredentialInUse, at)
 		}
-		if err := m.outvoted(); err != nil {
+		if err := m.outvoted(true); err != nil {
 			// Leaving tells the members at once that this node is not
 			// coming; they excluded it already.
 			m.stop(true, m.tuning.ProbeTimeout)
@@ -422,19 +422,19 @@ func (m *Membership) rejoinLoop() {
 			return
 		case <-tk.C:
 		}
-		if len(m.join) > 0 && m.ml.NumMembers() <= 1 && m.tryJoin() {
-			// Joined late, its network out of reach at Start. Only the
-			// node that joins asks whether it is the odd one out: a node
-			// alone that an odd one joins sees one member against it too.
-			if err := m.outvoted(); err != nil {
-				m.log.Error("membership: this node keeps another number of copies than its network; it must stop", "err", err)
-				select {
-				case m.failedC <- err:
-				default:
-				}
+		joined := len(m.join) > 0 && m.ml.NumMembers() <= 1 && m.tryJoin()
+		m.reconnect()
+		// The odd one out, joined late (its network out of reach at
+		// Start) or reached by its network (reconnect) since. One member
+		// against one is ambiguous — a node alone that an odd one joins
+		// sees that too —: the node that joined is taken for the odd one.
+		if err := m.outvoted(joined); err != nil {
+			m.log.Error("membership: this node keeps another number of copies than its network; it must stop", "err", err)
+			select {
+			case m.failedC <- err:
+			default:
 			}
 		}
-		m.reconnect()
 	}
 }
 
@@ -783,22 +783,25 @@ var ErrReplicasDisagree = errors.New("membership: the network keeps another numb
 
 // outvoted returns ErrReplicasDisagree, naming one of them, when every
 // other member this node knows announces another Replicas count than its
-// own: the network keeps another, and this node is the odd one out. A
-// member with this node's count (or none announced) makes it the others'
-// problem: they are excluded, and fail themselves.
-func (m *Membership) outvoted() error {
+// own — two or more, or one when this node is the one that joined: the
+// network keeps another, and this node is the odd one out. A member with
+// this node's count (or none announced) makes it the others' problem:
+// they are excluded, and fail themselves.
+func (m *Membership) outvoted(joined bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var odd *peer
+	against := 0
 	for _, p := range m.peers {
 		if p.valid {
 			return nil
 		}
 		if p.replicas != 0 && p.replicas != m.replicas {
 			odd = p
+			against++
 		}
 	}
-	if odd == nil {
+	if odd == nil || against < 2 && !joined {
 		return nil
 	}
 	return fmt.Errorf("%w: member %s (%s) keeps %d copies of each site, this node %d", ErrReplicasDisagree, odd.name, odd.gossipAddr, odd.replicas, m.replicas)

@@ -463,6 +463,35 @@ func TestLateJoinWithOtherReplicasFails(t *testing.T) {
 	})
 }
 
+// A node running alone with another replica count (no network to join
+// named) that its network reaches — as reconnect does a member it knew —
+// is told to stop; the network's members are not.
+func TestOddNodeReachedByItsNetworkFails(t *testing.T) {
+	netDir := newNetwork(t)
+	a := start(t, admit(t, netDir, "alpha"), nodeOpts{replicas: 2})
+	b := start(t, admit(t, netDir, "beta"), nodeOpts{replicas: 2, join: []string{a.self.GossipAddr}})
+	waitFor(t, "alpha and beta agree", func() error { return agree([]*Membership{a, b}, []string{a.self.ID, b.self.ID}) })
+	odd := start(t, admit(t, netDir, "odd"), nodeOpts{replicas: 3})
+	if _, err := a.ml.Join([]string{odd.self.GossipAddr}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-odd.Failed():
+		if !errors.Is(err, ErrReplicasDisagree) {
+			t.Errorf("Failed: %v; want ErrReplicasDisagree", err)
+		}
+	case <-time.After(deadline):
+		t.Fatal("the odd node, reached by a network keeping another count, was not told to stop")
+	}
+	for _, n := range []*Membership{a, b} {
+		select {
+		case err := <-n.Failed():
+			t.Errorf("%s, of the network, was told to stop: %v", n.self.Name, err)
+		default:
+		}
+	}
+}
+
 func TestStartErrors(t *testing.T) {
 	netDir := newNetwork(t)
 	cred := admit(t, netDir, "n")

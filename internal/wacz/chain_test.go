@@ -18,9 +18,10 @@ import (
 )
 
 // importChain imports into a new data directory a response of url at
-// at(0), then n server-not-modified revisits at at(1)…at(n), each naming
-// the one before and no payload digest, and returns the directory.
-func importChain(t *testing.T, url string, at func(int) time.Time, n int) string {
+// at(0) (left out without withOriginal), then n server-not-modified
+// revisits at at(1)…at(n), each naming the one before and no payload
+// digest, and returns the directory.
+func importChain(t *testing.T, url string, at func(int) time.Time, n int, withOriginal bool) string {
 	t.Helper()
 	dir := t.TempDir()
 	w, err := warc.NewWriter(dir, warc.WriterOptions{})
@@ -33,8 +34,10 @@ func importChain(t *testing.T, url string, at func(int) time.Time, n int) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(prev); err != nil {
-		t.Fatal(err)
+	if withOriginal {
+		if _, err := w.Write(prev); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i := 1; i <= n; i++ {
 		rec := warc.NewRevisit(url, at(i), warc.ProfileServerNotModified, []byte("HTTP/1.1 304 Not Modified\r\nETag: \"s\"\r\n\r\n"), "",
@@ -71,31 +74,38 @@ func (a countingRecords) Record(ctx context.Context, c index.Capture) (*warc.Rec
 }
 
 // Exporting every revisit of a long chain walks the chain once, not once
-// per revisit.
+// per revisit: when it ends in the original, and when the original is not
+// in the archive.
 func TestExportWalksAChainOnce(t *testing.T) {
 	const n = 200
 	day := func(i int) time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i) }
-	data := importChain(t, "http://steady.example/", day, n)
-	db, err := crawl.OpenDB(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	out, err := os.Create(filepath.Join(t.TempDir(), "out.wacz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	var steps atomic.Int64
-	src := countingRecords{archive.NewLocal(index.New(db), filepath.Join(data, "warc")), &steps}
-	s, err := wacz.Export(context.Background(), out, wacz.Source{Archive: src, TempDir: t.TempDir()}, wacz.Selection{})
-	if err != nil || s.Captures != n+1 || s.Unresolved != 0 || s.Missing != 0 {
-		t.Fatalf("export of a chain of %d revisits: %+v, %v", n, s, err)
-	}
-	// Each revisit's resolution reads the revisit it names, unless that
-	// one has resolved already; prefetching resolves a few at once.
-	if got := steps.Load(); got > 4*n {
-		t.Errorf("%d records read to resolve a chain of %d revisits; walked once, it takes about %d", got, n, n)
+	for _, withOriginal := range []bool{true, false} {
+		data := importChain(t, "http://steady.example/", day, n, withOriginal)
+		db, err := crawl.OpenDB(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := os.Create(filepath.Join(t.TempDir(), "out.wacz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var steps atomic.Int64
+		src := countingRecords{archive.NewLocal(index.New(db), filepath.Join(data, "warc")), &steps}
+		s, err := wacz.Export(context.Background(), out, wacz.Source{Archive: src, TempDir: t.TempDir()}, wacz.Selection{})
+		out.Close()
+		db.Close()
+		captures, missing := n+1, 0
+		if !withOriginal {
+			captures, missing = n, n
+		}
+		if err != nil || s.Captures != captures || s.Missing != missing || s.Unresolved != 0 {
+			t.Fatalf("export of a chain of %d revisits (original held: %v): %+v, %v", n, withOriginal, s, err)
+		}
+		// Each revisit's resolution reads the revisit it names, unless that
+		// one has resolved already; prefetching resolves a few at once.
+		if got := steps.Load(); got > 4*n {
+			t.Errorf("%d records read to resolve a chain of %d revisits (original held: %v); walked once, it takes about %d", got, n, withOriginal, n)
+		}
 	}
 }
 
@@ -106,7 +116,7 @@ func TestExportWalksAChainOnce(t *testing.T) {
 func TestExportTakesRevisitChains(t *testing.T) {
 	const url = "http://steady.example/"
 	month := func(i int) time.Time { return time.Date(2024, time.Month(1+i), 1, 0, 0, 0, 0, time.UTC) }
-	data := importChain(t, url, month, 3)
+	data := importChain(t, url, month, 3, true)
 
 	path, s := export(t, data, wacz.Selection{From: month(2)})
 	if s.Captures != 2 || s.Originals != 2 || s.Missing != 0 {
