@@ -52,9 +52,10 @@ type Chains struct {
 	ends map[chainLink]chainEnd
 }
 
-// maxRemembered bounds the revisits a Chains remembers (about 100 bytes
-// each): past it, it forgets them all and starts again.
-const maxRemembered = 1 << 18
+// maxRemembered bounds the revisits a Chains remembers (a few hundred
+// bytes each, the map's own included): past it, it forgets them all and
+// starts again, which costs only walks.
+const maxRemembered = 1 << 16
 
 // A chainEnd is where a revisit resolved: the capture holding the payload,
 // or why none was found (ErrNoOriginal), and how many revisits it took.
@@ -82,8 +83,9 @@ func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h war
 		}
 		if end, ok := cs.lookup(*next); ok {
 			via = append(via, *next)
-			if steps := len(via) + end.steps; steps > maxRevisitChain {
-				end = chainEnd{err: tooLong()}
+			if len(via)+end.steps > maxRevisitChain {
+				// Too long from first, not from those it passed.
+				return index.Capture{}, via, tooLong()
 			}
 			cs.remember(first, via, end)
 			return end.orig, via, end.err

@@ -785,11 +785,17 @@ var ErrReplicasDisagree = errors.New("membership: the network keeps another numb
 // other member this node knows announces another Replicas count than its
 // own — two or more, or one when this node is the one that joined: the
 // network keeps another, and this node is the odd one out. A member with
-// this node's count (or none announced) makes it the others' problem:
-// they are excluded, and fail themselves.
+// this node's count (or none announced), alive or trusted before and gone
+// for now, makes it the others' problem: they are excluded, and fail
+// themselves.
 func (m *Membership) outvoted(joined bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(m.failed) > 0 {
+		// Members this node trusted, gone for now, kept its count: two odd
+		// nodes that found each other first do not outvote it.
+		return nil
+	}
 	var odd *peer
 	against := 0
 	for _, p := range m.peers {

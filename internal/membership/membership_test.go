@@ -492,6 +492,36 @@ func TestOddNodeReachedByItsNetworkFails(t *testing.T) {
 	}
 }
 
+// Two odd nodes that found each other first do not outvote a node whose
+// partner, trusted before, is away: it keeps running.
+func TestTwoOddNodesDoNotStopAMemberAlone(t *testing.T) {
+	netDir := newNetwork(t)
+	a := start(t, admit(t, netDir, "alpha"), nodeOpts{replicas: 2})
+	b := start(t, admit(t, netDir, "beta"), nodeOpts{replicas: 2, join: []string{a.self.GossipAddr}})
+	waitFor(t, "alpha and beta agree", func() error { return agree([]*Membership{a, b}, []string{a.self.ID, b.self.ID}) })
+	if err := b.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	waitFor(t, "alpha alone", func() error { return agree([]*Membership{a}, []string{a.self.ID}) })
+	odd1 := start(t, admit(t, netDir, "odd1"), nodeOpts{replicas: 3})
+	start(t, admit(t, netDir, "odd2"), nodeOpts{replicas: 3, join: []string{odd1.self.GossipAddr, a.self.GossipAddr}})
+	waitFor(t, "alpha to know both odd nodes", func() error {
+		if n := a.ml.NumMembers(); n < 3 {
+			return fmt.Errorf("alpha's memberlist knows %d nodes", n)
+		}
+		return nil
+	})
+	for range 4 {
+		time.Sleep(LocalTuning().RejoinInterval)
+		select {
+		case err := <-a.Failed():
+			t.Fatalf("alpha, whose partner is away, was told to stop by two odd nodes: %v", err)
+		default:
+		}
+	}
+}
+
 func TestStartErrors(t *testing.T) {
 	netDir := newNetwork(t)
 	cred := admit(t, netDir, "n")
