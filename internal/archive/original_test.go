@@ -1,0 +1,97 @@
+package archive
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// chainArchive holds one URL's response and the revisits after it, each a
+// server-not-modified revisit naming the one before and no digest.
+type chainArchive struct {
+	Archive // the methods Chains does not use
+	caps    map[int64]index.Capture
+	recs    map[int64]*warc.Record
+}
+
+const chainURL = "http://steady.example/"
+
+func newChainArchive(t *testing.T, revisits int) (*chainArchive, func(int) index.Capture) {
+	t.Helper()
+	at := func(i int) time.Time {
+		return time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Hour)
+	}
+	a := &chainArchive{caps: map[int64]index.Capture{}, recs: map[int64]*warc.Record{}}
+	resp, err := warc.NewResponse(chainURL, at(0), []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(i int, typ string, rec *warc.Record) {
+		a.caps[at(i).Unix()] = index.Capture{URLKey: "example,steady)/", Time: at(i), URL: chainURL, Type: typ, RecordID: rec.ID(), Status: 200}
+		a.recs[at(i).Unix()] = rec
+	}
+	add(0, warc.TypeResponse, resp)
+	prev := resp
+	for i := 1; i <= revisits; i++ {
+		rec := warc.NewRevisit(chainURL, at(i), warc.ProfileServerNotModified, []byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "",
+			warc.RefersTo{ID: prev.ID(), URI: chainURL, Date: at(i - 1)})
+		add(i, warc.TypeRevisit, rec)
+		prev = rec
+	}
+	return a, func(i int) index.Capture { return a.caps[at(i).Unix()] }
+}
+
+func (a *chainArchive) CapturesBetween(_ context.Context, key string, from, to time.Time, _ bool, fn func(index.Capture) (bool, error)) error {
+	for s := from.Unix(); s <= to.Unix(); s++ {
+		if c, ok := a.caps[s]; ok && c.URLKey == key {
+			if more, err := fn(c); !more || err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (a *chainArchive) ByDigest(context.Context, index.Capture, string) (index.Capture, bool, error) {
+	return index.Capture{}, false, nil
+}
+
+func (a *chainArchive) Record(_ context.Context, c index.Capture) (*warc.Record, error) {
+	if r, ok := a.recs[c.Time.Unix()]; ok {
+		return r, nil
+	}
+	return nil, fmt.Errorf("no record at %s", c.Time)
+}
+
+// Whatever order its revisits are resolved in, a chain resolves as it
+// would walked afresh: within maxRevisitChain revisits of the original,
+// and not beyond.
+func TestChainsBoundDoesNotDependOnOrder(t *testing.T) {
+	a, rev := newChainArchive(t, maxRevisitChain+2)
+	ctx := context.Background()
+	cs := NewChains()
+	resolve := func(i int) error {
+		c := rev(i)
+		rec, err := a.Record(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _, err := cs.Resolve(ctx, a, c, rec.Header)
+		if err == nil && o.Type != warc.TypeResponse {
+			t.Fatalf("revisit %d resolved to %+v", i, o)
+		}
+		return err
+	}
+	// The revisit maxRevisitChain+1 after the original names maxRevisitChain
+	// revisits before it: it resolves. The next names one more: it does not.
+	for _, i := range []int{maxRevisitChain, maxRevisitChain + 2, maxRevisitChain + 1, 1} {
+		err := resolve(i)
+		if fails := i > maxRevisitChain+1; (err != nil) != fails {
+			t.Errorf("revisit %d: %v; want failure %v", i, err, fails)
+		}
+	}
+}
