@@ -25,21 +25,12 @@ var ErrChainRecord = errors.New("archive: a revisit the chain passes through can
 // WARC-Refers-To-Date when h names them — which may sit on any node, as
 // the network's content-seen test names captures wherever they are — else
 // the first capture of c's payload digest on c's node. A revisit named
-// instead is followed to the capture it names in turn (see Chain). The
-// error wraps ErrNoOriginal when no capture holding the payload is found.
+// instead is followed to the capture it names in turn (see
+// Chains.Resolve). The error wraps ErrNoOriginal when no capture holding
+// the payload is found.
 func Original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, error) {
-	o, _, err := Chain(ctx, a, c, h)
+	o, _, err := (*Chains)(nil).Resolve(ctx, a, c, h)
 	return o, err
-}
-
-// Chain is Original that also returns the revisits it passed through, in
-// order: some tools write each server-not-modified revisit against the
-// visit before, itself a revisit, with no payload digest to look the
-// payload up by, so that a copy of c resolves only with them. Up to
-// maxRevisitChain revisits are followed, never one twice; an error reading
-// one wraps ErrChainRecord.
-func Chain(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, []index.Capture, error) {
-	return (*Chains)(nil).Resolve(ctx, a, c, h)
 }
 
 // Chains remembers where the revisits of chains resolved, for a caller that
@@ -68,9 +59,14 @@ type chainEnd struct {
 // NewChains returns an empty Chains.
 func NewChains() *Chains { return &Chains{ends: map[chainLink]chainEnd{}} }
 
-// Resolve is Chain, starting from what cs remembers: from a revisit it
-// resolved before, the revisits on are not returned again (they were
-// then).
+// Resolve is Original that also returns the revisits it passed through,
+// in order: some tools write each server-not-modified revisit against the
+// visit before, itself a revisit, with no payload digest to look the
+// payload up by, so that a copy of c resolves only with them. Up to
+// maxRevisitChain revisits are followed, never one twice; an error reading
+// one wraps ErrChainRecord. It starts from what cs remembers: from a
+// revisit resolved before, the revisits on are not returned again (they
+// were then).
 func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, []index.Capture, error) {
 	first := c
 	followed := map[chainLink]bool{linkOf(c): true}

@@ -47,8 +47,10 @@ func (c *Crawler) Rediscover(ctx context.Context, pages []Page, keep func(url st
 			if err != nil {
 				return q.queued, err
 			}
-			// The entry of a copy says depth 0: its page's depth is not
-			// known, and under a depth limit its links are not followed.
+			// A record without counts was written before they were
+			// recorded; a copy of its page has an entry of depth 0 (noteHops
+			// had no counts to give it): its depth is not known, and under a
+			// depth limit its links are not followed.
 			if !ok || c.cfg.MaxDepth > 0 && e.Depth == 0 && !c.isSeed(newItem(p.URL, 0, "")) {
 				continue
 			}

@@ -447,14 +447,7 @@ func TestLateJoinWithOtherReplicasFails(t *testing.T) {
 	}
 	// Alone too, and joined by the odd node, alpha sees one member against
 	// it as well; it did not join, so it is not the one to stop.
-	for range 4 {
-		time.Sleep(LocalTuning().RejoinInterval)
-		select {
-		case err := <-m.Failed():
-			t.Fatalf("the node the odd one joined was told to stop: %v", err)
-		default:
-		}
-	}
+	stillRuns(t, m, "the node the odd one joined")
 	beta := start(t, admit(t, netDir, "beta"), nodeOpts{replicas: 2, join: []string{addr}})
 	// While it still gossips, a node with the network's count joins.
 	gamma := start(t, admit(t, netDir, "gamma"), nodeOpts{replicas: 2, join: []string{addr}})
@@ -512,11 +505,18 @@ func TestTwoOddNodesDoNotStopAMemberAlone(t *testing.T) {
 		}
 		return nil
 	})
+	stillRuns(t, a, "alpha, whose partner is away,")
+}
+
+// stillRuns fails the test if m is told to stop (Failed) within four
+// rounds of its rejoin loop, where the replica count is checked.
+func stillRuns(t *testing.T, m *Membership, who string) {
+	t.Helper()
 	for range 4 {
 		time.Sleep(LocalTuning().RejoinInterval)
 		select {
-		case err := <-a.Failed():
-			t.Fatalf("alpha, whose partner is away, was told to stop by two odd nodes: %v", err)
+		case err := <-m.Failed():
+			t.Fatalf("%s was told to stop: %v", who, err)
 		default:
 		}
 	}
