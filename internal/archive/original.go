@@ -169,6 +169,14 @@ func original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (o
 		if key, kerr := urlkey.SURT(uri); derr == nil && kerr == nil {
 			o, ok, revisit, err := referredTo(ctx, a, key, uri, when, c.Digest)
 			if err != nil {
+				// The node holding the capture named may be away while the
+				// revisit's own node holds the payload too (stored again
+				// after the capture named was reported lost).
+				if c.Digest != "" {
+					if orig, ok, derr := a.ByDigest(ctx, c, c.Digest); derr == nil && ok && orig.Type != warc.TypeRevisit {
+						return orig, nil, nil
+					}
+				}
 				return index.Capture{}, nil, err
 			}
 			if ok {

@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -93,5 +94,41 @@ func TestChainsBoundDoesNotDependOnOrder(t *testing.T) {
 		if fails := i > maxRevisitChain+1; (err != nil) != fails {
 			t.Errorf("revisit %d: %v; want failure %v", i, err, fails)
 		}
+	}
+}
+
+// awayArchive cannot reach the holder of any URL it is asked about, and
+// holds one capture of its own, found by digest.
+type awayArchive struct {
+	Archive
+	own index.Capture
+}
+
+func (a *awayArchive) CapturesBetween(context.Context, string, time.Time, time.Time, bool, func(index.Capture) (bool, error)) error {
+	return fmt.Errorf("%w: the holder of other.example is away", ErrUnavailable)
+}
+
+func (a *awayArchive) ByDigest(_ context.Context, _ index.Capture, digest string) (index.Capture, bool, error) {
+	return a.own, a.own.Digest == digest, nil
+}
+
+// A revisit naming a capture on a node that is away replays the payload
+// its own node holds under the same digest; without one, the node's
+// absence is the answer.
+func TestOriginalOnTheRevisitsNodeWhenTheOneNamedIsAway(t *testing.T) {
+	const digest = "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rv := warc.NewRevisit("http://mine.example/lib.js", at.Add(time.Hour), warc.ProfileIdenticalPayload,
+		[]byte("HTTP/1.1 200 OK\r\n\r\n"), digest,
+		warc.RefersTo{ID: "<urn:uuid:00000000-0000-0000-0000-000000000001>", URI: "http://other.example/lib.js", Date: at})
+	c := index.Capture{URLKey: "example,mine)/lib.js", URL: "http://mine.example/lib.js", Time: at.Add(time.Hour), Type: warc.TypeRevisit, Digest: digest}
+	a := &awayArchive{own: index.Capture{URLKey: "example,mine)/copy.js", URL: "http://mine.example/copy.js", Time: at.Add(2 * time.Hour), Type: warc.TypeResponse, Digest: digest}}
+	o, err := Original(context.Background(), a, c, rv.Header)
+	if err != nil || o != a.own {
+		t.Fatalf("Original = %v, %v; want the capture of the same payload on the revisit's node, %v", o.URL, err, a.own.URL)
+	}
+	a.own.Type = warc.TypeRevisit // the revisit's node holds only a pointer
+	if _, err := Original(context.Background(), a, c, rv.Header); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Original with no payload on the revisit's node: %v, want ErrUnavailable", err)
 	}
 }
