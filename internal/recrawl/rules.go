@@ -27,6 +27,13 @@ func ParseRule(s string) (Rule, error) {
 	spec := s
 	if i := strings.LastIndexByte(s, '='); i >= 0 {
 		r.Prefix, spec = strings.TrimSpace(s[:i]), s[i+1:]
+		if r.Prefix == "" {
+			return Rule{}, fmt.Errorf("recrawl: rule %q: no URL prefix before '=' (give INTERVAL alone for every URL)", s)
+		}
+		if !strings.Contains(r.Prefix, "://") {
+			// Prefixes match as SURT keys, whatever the scheme.
+			r.Prefix = "http://" + r.Prefix
+		}
 		key, err := urlkey.SURT(r.Prefix)
 		if err != nil {
 			return Rule{}, fmt.Errorf("recrawl: rule %q: prefix: %w", s, err)

@@ -25,6 +25,8 @@ func TestParseRule(t *testing.T) {
 		{"1s,1s,1s", "", schedule.Policy{Default: time.Second, Min: time.Second, Max: time.Second}},
 		{"http://news.example.com/=1h", "http://news.example.com/", schedule.Policy{Default: time.Hour, Min: 150 * time.Second, Max: 30 * time.Hour}},
 		{"http://news.example.com/=1h,1m,24h", "http://news.example.com/", schedule.Policy{Default: time.Hour, Min: time.Minute, Max: 24 * time.Hour}},
+		// Without a scheme: prefixes match whatever the scheme.
+		{"www.news.example.com/=1h,1m,24h", "http://www.news.example.com/", schedule.Policy{Default: time.Hour, Min: time.Minute, Max: 24 * time.Hour}},
 		// The last "=" separates: a prefix may hold a query.
 		{"http://x.test/?p=1=2h", "http://x.test/?p=1", schedule.Policy{Default: 2 * time.Hour, Min: 5 * time.Minute, Max: 60 * time.Hour}},
 	} {
