@@ -70,16 +70,36 @@ func outlinkFields(links []extract.Outlink) []warc.Field {
 // hopFields and outlinkFields write it: the outlinks, in Heritrix's form ("outlink:
 // <url> <hop> <path>", those whose URL is canonical), and the hop counts
 // (hopFields). The URL and CSS of the Page are the caller's to set.
-func ParseMetadata(block []byte) (Page, error) { return parseMetadata(block, true) }
-
-// metadataHops reads only the hop counts of a metadata record's block.
-func metadataHops(block []byte) (frontier.Item, bool) {
-	p, err := parseMetadata(block, false)
-	return p.Hops, err == nil && p.HasHops
+func ParseMetadata(block []byte) (Page, error) {
+	var p Page
+	err := parseMetadata(block, &p, func(value string) {
+		if l, ok := parseOutlink(value); ok {
+			p.Links = append(p.Links, l)
+		}
+	})
+	return p, err
 }
 
-func parseMetadata(block []byte, withLinks bool) (Page, error) {
+// metadataFacts reads the hop counts of a metadata record's block and its
+// outlinks' URLs as written, unchecked: what a copy's re-crawl entry
+// keeps of them is their hashes (recrawl.Entry.Links), to tell a changed
+// page's new links from those it had.
+func metadataFacts(block []byte) (hops frontier.Item, hasHops bool, links []string) {
 	var p Page
+	err := parseMetadata(block, &p, func(value string) {
+		if u, _, ok := strings.Cut(strings.TrimSpace(value), " "); ok {
+			links = append(links, u)
+		}
+	})
+	if err != nil {
+		return frontier.Item{}, false, nil
+	}
+	return p.Hops, p.HasHops, links
+}
+
+// parseMetadata reads a metadata record's hop counts into p, and gives
+// outlink each outlink field's value.
+func parseMetadata(block []byte, p *Page, outlink func(value string)) error {
 	sc := bufio.NewScanner(bytes.NewReader(block))
 	sc.Buffer(nil, 1<<20)
 	bad := false // a count that does not read: the counts are not believed
@@ -91,7 +111,6 @@ func parseMetadata(block []byte, withLinks bool) (Page, error) {
 		}
 		return n
 	}
-scan:
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), ":")
 		if !ok {
@@ -99,12 +118,7 @@ scan:
 		}
 		switch strings.ToLower(name) {
 		case "outlink":
-			if !withLinks {
-				break scan // hopFields are written before the outlinks
-			}
-			if l, ok := parseOutlink(value); ok {
-				p.Links = append(p.Links, l)
-			}
+			outlink(value)
 		case fieldDepth:
 			p.Hops.Depth, p.HasHops = count(value), true
 		case fieldEmbed:
@@ -119,9 +133,9 @@ scan:
 		p.Hops, p.HasHops = frontier.Item{}, false
 	}
 	if err := sc.Err(); err != nil {
-		return p, fmt.Errorf("crawl: metadata record: %w", err)
+		return fmt.Errorf("crawl: metadata record: %w", err)
 	}
-	return p, nil
+	return nil
 }
 
 func parseOutlink(value string) (extract.Outlink, bool) {

@@ -48,7 +48,7 @@ func (c *Crawler) Rediscover(ctx context.Context, pages []Page, keep func(url st
 				return q.queued, err
 			}
 			// A record without counts was written before they were
-			// recorded; a copy of its page has an entry of depth 0 (noteHops
+			// recorded; a copy of its page has an entry of depth 0 (noteMetadata
 			// had no counts to give it): its depth is not known, and under a
 			// depth limit its links are not followed.
 			if !ok || c.cfg.MaxDepth > 0 && e.Depth == 0 && !c.isSeed(newItem(p.URL, 0, "")) {

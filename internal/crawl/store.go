@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -97,9 +98,11 @@ type copyFacts struct {
 	etag, lastModified string
 	refersTo           recrawl.Ref
 	// Of a metadata record: the URL and capture (record ID) it describes,
-	// and the hop counts that led the fetching node to the URL.
-	hopsOf, describes string
-	hops              *frontier.Item
+	// the hop counts that led the fetching node to the URL (nil when not
+	// recorded), and the URLs of the capture's outlinks.
+	metadataOf, describes string
+	hops                  *frontier.Item
+	links                 []string
 }
 
 // factsOf reads the record in a gzip member and returns its ID and, for a
@@ -124,11 +127,12 @@ func factsOf(member []byte) (copyFacts, string, error) {
 // (zero for other records).
 func recordFacts(rec *warc.Record) copyFacts {
 	if rec.Type() == warc.TypeMetadata {
-		hops, ok := metadataHops(rec.Block)
-		if !ok {
-			return copyFacts{}
+		hops, ok, links := metadataFacts(rec.Block)
+		f := copyFacts{metadataOf: rec.Header.Get("WARC-Target-URI"), describes: rec.Header.Get("WARC-Concurrent-To"), links: links}
+		if ok {
+			f.hops = &hops
 		}
-		return copyFacts{hopsOf: rec.Header.Get("WARC-Target-URI"), describes: rec.Header.Get("WARC-Concurrent-To"), hops: &hops}
+		return f
 	}
 	if rec.Type() != warc.TypeResponse && rec.Type() != warc.TypeRevisit {
 		return copyFacts{}
@@ -216,27 +220,33 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 	return true, recrawl.Put(b, prev, e)
 }
 
-// noteHops gives the re-crawl entry of a copied capture the hop counts that
-// its metadata record f names, when the entry's last capture is the one
-// the record describes: a revisit is queued with them, and a changed
-// page's new links continue from them, as on the node that fetched it,
-// rather than from depth 0 (a depth limit would be crossed, a trap chain
-// counted afresh). The record follows its capture, in the same batch as a
-// rule: noted holds the record IDs of the captures noteCopy took as their
+// noteMetadata gives the re-crawl entry of a copied capture what its
+// metadata record f tells, when the entry's last capture is the one the
+// record describes: the hop counts that led to the URL, and the links of
+// the page. A revisit is queued with the hop counts, and a changed page's
+// new links continue from them, as on the node that fetched it, rather
+// than from depth 0 (a depth limit would be crossed, a trap chain counted
+// afresh); the links keep a changed page's old ones from being routed
+// again. The record follows its capture, in the same batch as a rule:
+// noted holds the record IDs of the captures noteCopy took as their
 // entries' last visit in this batch. One that comes alone is matched by
 // the payload its entry names (a response's own); one that describes an
 // older capture changes nothing.
-func (c *Crawler) noteHops(b *pebble.Batch, f copyFacts, noted map[string]bool) error {
-	e, ok, err := recrawl.Get(b, f.hopsOf)
+func (c *Crawler) noteMetadata(b *pebble.Batch, f copyFacts, noted map[string]bool) error {
+	e, ok, err := recrawl.Get(b, f.metadataOf)
 	if err != nil || !ok || f.describes == "" || !noted[f.describes] && e.Payload.RecordID != f.describes {
 		return err
 	}
-	h := f.hops
-	if e.Depth == h.Depth && e.Embed == h.Embed && e.Redirects == h.Redirects && e.OffScopeHops == h.OffScopeHops {
+	old := e
+	if h := f.hops; h != nil {
+		e.Depth, e.Embed, e.Redirects, e.OffScopeHops = h.Depth, h.Embed, h.Redirects, h.OffScopeHops
+	}
+	if len(f.links) > 0 {
+		e.SetLinks(f.links)
+	}
+	if e.Depth == old.Depth && e.Embed == old.Embed && e.Redirects == old.Redirects && e.OffScopeHops == old.OffScopeHops && slices.Equal(e.Links, old.Links) {
 		return nil
 	}
-	old := e
-	e.Depth, e.Embed, e.Redirects, e.OffScopeHops = h.Depth, h.Embed, h.Redirects, h.OffScopeHops
 	return recrawl.Put(b, &old, e)
 }
 
@@ -303,8 +313,8 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 		ends[l.Segment] = max(ends[l.Segment], l.Offset+l.Length)
 		stored[e.result]++
 		if e.cp == nil {
-			if e.facts.hops != nil {
-				if err := c.noteHops(b, e.facts, noted); err != nil {
+			if e.facts.metadataOf != "" {
+				if err := c.noteMetadata(b, e.facts, noted); err != nil {
 					return nil, err
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -232,8 +233,9 @@ func TestStoredRevisitKeepsItsOriginal(t *testing.T) {
 // A page copied with its metadata record, as replication sends it, is
 // scheduled with the hop counts the record names, those of the node that
 // fetched it: its revisits and the new links found on them continue from
-// them, not from depth 0.
-func TestCopiedPageKeepsItsHopCounts(t *testing.T) {
+// them, not from depth 0. Its entry knows the page's links too, so that
+// when the page changes only its new links are routed.
+func TestCopiedPageKeepsItsHopCountsAndLinks(t *testing.T) {
 	web, srv := startWeb(t, websim.Config{Seed: 5, Hosts: 4, Pages: 40})
 	src := testConfig(t, srv.URL(), web.Seeds()...)
 	runCrawl(t, src)
@@ -297,6 +299,9 @@ func TestCopiedPageKeepsItsHopCounts(t *testing.T) {
 		if de.Depth != se.Depth || de.Embed != se.Embed || de.Redirects != se.Redirects || de.OffScopeHops != se.OffScopeHops {
 			t.Errorf("%s: the copy's hops (depth %d, embed %v, redirects %d, off-scope %d), the source's (%d, %v, %d, %d)",
 				p.URL, de.Depth, de.Embed, de.Redirects, de.OffScopeHops, se.Depth, se.Embed, se.Redirects, se.OffScopeHops)
+		}
+		if len(se.Links) == 0 || !slices.Equal(de.Links, se.Links) {
+			t.Errorf("%s: the copy's entry knows %d links, the source's %d", p.URL, len(de.Links), len(se.Links))
 		}
 		compared++
 		if se.Depth > 0 {
