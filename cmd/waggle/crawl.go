@@ -156,6 +156,10 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
+	if (cfg.Recrawl || cfg.RecrawlAll) && c.ScopeIsEmpty() {
+		fmt.Fprintln(stderr, "waggle: note: this archive has no seeds (its captures were imported), so no link is in scope:"+
+			" the new links of changed pages are not followed. Give the sites as seeds, or --scope any, to follow them.")
+	}
 	stopServing := func() {}
 	if httpAddr != "" {
 		ui, content, err := replay.Listen(httpAddr, "")

@@ -48,12 +48,15 @@ type Crawler struct {
 	turns   hostTurns             // each host's results reach the committer in lease order
 	seedMu  sync.Mutex            // serializes seed additions
 	seeds   []string              // every seed of this data directory
-	ownDB   bool                  // db was opened by Open, and is closed by Close
-	runMu   sync.RWMutex          // guards running against Submit and Accept
-	running bool                  // results is open for Submit and Accept
-	stats   counters
-	results chan result
-	budget  atomic.Int64 // captures still allowed by MaxPages (MaxInt64 when unlimited)
+	// seedsAfterRevisits are the seeds a re-crawl queues once its revisits
+	// are: a seed queued as a revisit is not queued again as new.
+	seedsAfterRevisits []frontier.Item
+	ownDB              bool         // db was opened by Open, and is closed by Close
+	runMu              sync.RWMutex // guards running against Submit and Accept
+	running            bool         // results is open for Submit and Accept
+	stats              counters
+	results            chan result
+	budget             atomic.Int64 // captures still allowed by MaxPages (MaxInt64 when unlimited)
 	// retryingAt is when a run waiting to retry its deferred URLs
 	// (retryDeferred) queues them again, in Unix nanoseconds; 0 when none waits.
 	retryingAt atomic.Int64
@@ -211,6 +214,11 @@ func (c *Crawler) open(seeds []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Recrawl || cfg.RecrawlAll {
+		// An imported archive's URLs are scheduled, and marked seen, by
+		// Run: a seed queued as new before would be fetched twice.
+		c.seedsAfterRevisits, items = items, nil
+	}
 	// Seeds another node owns wait in the frontier: they are handed over
 	// when leased, once Run knows the network.
 	if _, err := c.front.Add(b, items); err != nil {
@@ -280,6 +288,15 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 	// find the frontier empty and stop.
 	if c.cfg.Recrawl || c.cfg.RecrawlAll {
 		c.queueRevisits(fetchCtx)
+		if seeds := c.seedsAfterRevisits; len(seeds) > 0 {
+			c.seedsAfterRevisits = nil
+			if err := c.Update(fetchCtx, func(b *pebble.Batch) error {
+				_, err := c.front.Add(b, seeds)
+				return err
+			}); err != nil {
+				c.cfg.Logger.Warn("re-crawl: cannot queue the seeds", "err", err)
+			}
+		}
 	}
 
 	var err error

@@ -99,6 +99,14 @@ func (c *Crawler) isSeed(it frontier.Item) bool {
 	return slices.Contains(c.seeds, it.URL)
 }
 
+// ScopeIsEmpty reports whether the scope holds no site: the data
+// directory has no seeds (its captures were imported) and the scope is
+// not ScopeAny. Such a crawl follows no links, a re-crawl's included.
+func (c *Crawler) ScopeIsEmpty() bool {
+	sc := c.scope.Load()
+	return sc != nil && sc.kind != ScopeAny && len(c.Seeds()) == 0
+}
+
 // Seeds returns the seeds this data directory knows.
 func (c *Crawler) Seeds() []string {
 	c.seedMu.Lock()

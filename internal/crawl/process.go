@@ -109,6 +109,9 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 			return r, nil, nil
 		}
 	}
+	if prev != nil {
+		prev = c.payloadStillArchived(ctx, prev)
+	}
 	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL, Header: conditional(prev)})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -72,6 +75,39 @@ func hasValidators(prev *recrawl.Entry) bool {
 	return prev != nil && prev.Captured() && (prev.ETag != "" || prev.LastModified != "")
 }
 
+// payloadStillArchived returns prev as a revisit is to be compared with.
+// A URL whose payload this node does not hold (a revisit of a capture on
+// another node) has it asked of the network again: a pointer to a capture
+// since lost would otherwise pass to every later revisit, even after a
+// fetch of the payload whole. When the network no longer has the payload,
+// the fetch is unconditional and compares with nothing, so the payload is
+// stored; when the network cannot be asked, the pointer stays, as good as
+// when it was made.
+func (c *Crawler) payloadStillArchived(ctx context.Context, prev *recrawl.Entry) *recrawl.Entry {
+	if c.cfg.Dedup == nil || !prev.Captured() || prev.Digest == "" {
+		return prev
+	}
+	if key, err := urlkey.SURT(prev.Payload.URL); err == nil {
+		if held, err := index.HasRecord(c.db, key, prev.Payload.Time, prev.Payload.RecordID); err == nil && held {
+			return prev
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, dedupWait)
+	defer cancel()
+	ref, ok, err := c.cfg.Dedup.Lookup(ctx, prev.Digest)
+	if err != nil {
+		return prev
+	}
+	e := *prev
+	if ok && ref.RecordID != "" {
+		e.Payload = ref
+		return &e
+	}
+	c.cfg.Logger.Info("the payload of the last capture is no longer archived; fetching in full", "url", prev.URL, "digest", prev.Digest)
+	e.ETag, e.LastModified, e.Digest = "", "", ""
+	return &e
+}
+
 // unchanged says how a fetched response relates to the last capture of its
 // URL: a 304 to a conditional request, or a 200 whose payload digest is the
 // last capture's, is a revisit of it; anything else is new content (nil).
@@ -83,12 +119,25 @@ func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string) *revisi
 	switch {
 	case resp.StatusCode == http.StatusNotModified && hasValidators(prev):
 		rv.profile = warc.ProfileServerNotModified
-	case resp.Truncated == "" && digest == prev.Digest && resp.StatusCode >= 200 && resp.StatusCode < 300 && payloadWorthDeduplicating(resp.Raw):
+	case resp.Truncated == "" && digest == prev.Digest && (prev.Head == 0 || prev.Head == headOf(resp)) &&
+		resp.StatusCode >= 200 && resp.StatusCode < 300 && payloadWorthDeduplicating(resp.Raw):
 		rv.profile = warc.ProfileIdenticalPayload
 	default:
 		return nil
 	}
 	return rv
+}
+
+// headOf is what a response answered besides its payload, as
+// recrawl.Entry.Head keeps it.
+func headOf(resp *fetch.Response) uint64 {
+	return recrawl.HeadHash(resp.StatusCode, mediaType(resp.Header, nil), resp.Location)
+}
+
+// passing says whether a response is an answer of the moment (a server
+// error, a request to slow down), which does not stand for the page.
+func passing(status int) bool {
+	return status >= 500 || status == http.StatusTooManyRequests
 }
 
 // noteVisit stages the entry of a leased URL after its visit: what the
@@ -119,15 +168,20 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 			Redirects: r.lease.Redirects, OffScopeHops: r.lease.OffScopeHops}
 	}
 	switch {
-	case cp == nil && had:
-		// Nothing learnt of the page: try again after its interval, within
-		// the rules as they are now (a URL queued when they changed was
-		// left to take them at this visit).
+	case cp == nil && had, cp != nil && r.resp != nil && old.Captured() && passing(r.resp.StatusCode):
+		// Nothing learnt of the page (an error of the moment is archived,
+		// but the page is still what its last capture was): try again
+		// after its interval, within the rules as they are now (a URL
+		// queued when they changed was left to take them at this visit).
 		e.State = rebound(policy, e.State)
 	case cp == nil:
 		e.State, _ = policy.First(now)
 	default:
-		changed := !old.Captured() || cp.Digest != old.Digest
+		head := old.Head // a 304 answers nothing of its own
+		if r.resp.StatusCode != http.StatusNotModified {
+			head = headOf(r.resp)
+		}
+		changed := !old.Captured() || cp.Digest != old.Digest || old.Head != 0 && head != old.Head
 		if old.Captured() {
 			e.State, _ = policy.Next(old.State, now, changed)
 		} else {
@@ -152,7 +206,7 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 			// (RFC 9110 §13.2.1). The next visit fetches in full.
 			e.ETag, e.LastModified = "", ""
 		}
-		e.Digest, e.MIME, e.SimHash = cp.Digest, cp.MIME, cp.SimHash
+		e.Digest, e.MIME, e.SimHash, e.Head = cp.Digest, cp.MIME, cp.SimHash, head
 		if r.revisit != nil {
 			e.Payload = r.revisit.ref
 		} else {
@@ -285,7 +339,7 @@ func (c *Crawler) validators(cp, orig index.Capture) (etag, lastModified string)
 		candidates = candidates[:1] // a response: its own record, read once
 	}
 	for _, r := range candidates {
-		if r.URLKey != cp.URLKey || r.Status < 200 || (r.Status >= 300 && r.Status != http.StatusNotModified) {
+		if recrawl.Key(r.URL) != recrawl.Key(cp.URL) || r.Status < 200 || (r.Status >= 300 && r.Status != http.StatusNotModified) {
 			continue
 		}
 		wh, h, err := warc.HTTPHeaderAt(c.warcDir, warc.Location{Segment: r.Segment, Offset: r.Offset, Length: r.Length})
@@ -448,16 +502,13 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 	}
 	now := time.Now()
 	n := 0
-	var last *index.Capture
 	b := c.db.NewIndexedBatch()
 	defer func() { b.Close() }()
-	flush := func() error {
-		if last == nil {
-			return nil
-		}
-		cp := *last
-		last = nil
-		if cp.Type != warc.TypeResponse && cp.Type != warc.TypeRevisit {
+	scheduleURL := func(cp index.Capture) error {
+		switch {
+		case cp.Type == warc.TypeResource && !strings.HasPrefix(cp.URL, "http://") && !strings.HasPrefix(cp.URL, "https://"):
+			return nil // a file or a DNS answer: nothing to fetch
+		case cp.Type != warc.TypeResponse && cp.Type != warc.TypeRevisit && cp.Type != warc.TypeResource:
 			return nil
 		}
 		if robots.IsFile(cp.URL) {
@@ -473,7 +524,7 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 		e := recrawl.Entry{URL: cp.URL, Digest: cp.Digest, MIME: cp.MIME, SimHash: cp.SimHash, Due: now}
 		e.State, _ = c.cfg.Schedules.For(cp.URL).First(now)
 		orig := cp
-		if cp.Type == warc.TypeResponse {
+		if cp.Type != warc.TypeRevisit {
 			e.Payload = refTo(cp)
 		} else if o, ok, err := index.ByDigest(c.db, cp.Digest); err == nil && ok {
 			e.Payload, orig = refTo(o), o
@@ -496,14 +547,31 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 		}
 		return nil
 	}
+	// The index's URL keys are coarser than re-crawl keys (they fold
+	// case, a trailing slash, the scheme, "www."): each URL of a key has
+	// its newest capture scheduled, its last error only when it has
+	// nothing else.
+	urlKey := ""
+	newest := map[string]index.Capture{} // re-crawl key → capture
+	flush := func() error {
+		for _, k := range slices.Sorted(maps.Keys(newest)) {
+			if err := scheduleURL(newest[k]); err != nil {
+				return err
+			}
+		}
+		clear(newest)
+		return nil
+	}
 	err = index.New(c.db).Range(ctx, "", "", false, func(cp index.Capture) (bool, error) {
-		if last != nil && last.URLKey != cp.URLKey {
+		if cp.URLKey != urlKey {
 			if err := flush(); err != nil {
 				return false, err
 			}
+			urlKey = cp.URLKey
 		}
-		if cp.Status < 400 || last == nil {
-			last = &cp
+		k := recrawl.Key(cp.URL)
+		if _, ok := newest[k]; cp.Status < 400 || !ok {
+			newest[k] = cp
 		}
 		return true, nil
 	})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -591,10 +592,7 @@ func TestRecrawlOfImportIsConditional(t *testing.T) {
 
 	imported := cfg
 	imported.Data = t.TempDir()
-	files, err := filepath.Glob(filepath.Join(cfg.Data, "warc", "*.warc.gz"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("segments: %v %v", files, err)
-	}
+	files := segments(t, cfg.Data)
 	importFiles(t, imported.Data, files...)
 	mu.Lock()
 	clear(asked)
@@ -616,6 +614,106 @@ func TestRecrawlOfImportIsConditional(t *testing.T) {
 	// a page to revisit: fetched once, for the robots check.
 	if got := asked["/robots.txt"]; len(got) != 1 {
 		t.Errorf("robots.txt fetched %d times by the imported archive's re-crawl, want once", len(got))
+	}
+}
+
+// An imported archive has every URL scheduled, though the index's URL
+// keys are coarser than the re-crawl's (/dir and /dir/ share one), and a
+// page archived as a resource record (by a tool that writes no HTTP
+// headers) is revisited as well, its unchanged payload pointing at the
+// resource.
+func TestRecrawlOfImportSchedulesEveryURL(t *testing.T) {
+	const block = "<html><body>hello</body></html>"
+	const dir, index = "<html><body><p>the page without slash</p></body></html>", "<html><body><p>the directory index</p></body></html>"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/":
+			io.WriteString(w, `<html><body><a href="/dir">a</a> <a href="/dir/">b</a></body></html>`)
+		case "/dir":
+			io.WriteString(w, dir)
+		case "/dir/":
+			io.WriteString(w, index)
+		case "/file.html":
+			io.WriteString(w, block)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	cfg := testConfig(t, "", srv.URL+"/")
+	cfg.IgnoreRobots = true
+	runCrawl(t, cfg)
+	files := segments(t, cfg.Data)
+	resource := "WARC/1.1\r\nWARC-Type: resource\r\nWARC-Record-ID: <urn:uuid:11111111-2222-3333-4444-555555555555>\r\n" +
+		"WARC-Target-URI: " + srv.URL + "/file.html\r\nWARC-Date: 2024-01-02T03:04:05Z\r\nContent-Type: text/html\r\n" +
+		fmt.Sprintf("Content-Length: %d\r\n\r\n%s\r\n\r\n", len(block), block)
+	f := filepath.Join(t.TempDir(), "resource.warc")
+	if err := os.WriteFile(f, []byte(resource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	imported := cfg
+	imported.Data = t.TempDir()
+	importFiles(t, imported.Data, append(files, f)...)
+	imported.Recrawl, imported.Seeds = true, nil
+	s := runCrawl(t, imported)
+	if s.RevisitsQueued != 4 || s.Unchanged != 4 {
+		t.Errorf("the imported archive's re-crawl queued %d URLs, %d unchanged; want 4 of 4", s.RevisitsQueued, s.Unchanged)
+	}
+	caps := archived(t, imported.Data)
+	for _, u := range []string{"/", "/dir", "/dir/", "/file.html"} {
+		if cs := caps[srv.URL+u]; len(cs) != 2 || cs[1].Type != warc.TypeRevisit {
+			t.Errorf("%s: captures %v, want the import's and a revisit", u, cs)
+		}
+	}
+}
+
+// A re-crawl of an imported archive fetches each URL once, as one of a
+// crawled archive does: a link to a URL whose revisit is queued, or the
+// seed given again, is that revisit, not a second fetch in full.
+func TestRecrawlOfImportFetchesEachURLOnce(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked[r.URL.Path]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/":
+			io.WriteString(w, `<html><body><a href="/a">a</a> <a href="/b">b</a></body></html>`)
+		case "/a", "/b":
+			if notModified(w, r, `"`+r.URL.Path+`"`) {
+				return
+			}
+			io.WriteString(w, `<html><body><a href="/">home</a> <a href="/a">a</a></body></html>`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	cfg := testConfig(t, "", srv.URL+"/")
+	cfg.IgnoreRobots = true
+	runCrawl(t, cfg)
+	files := segments(t, cfg.Data)
+	imported := cfg
+	imported.Data = t.TempDir()
+	importFiles(t, imported.Data, files...)
+	mu.Lock()
+	clear(asked)
+	mu.Unlock()
+	imported.RecrawlAll = true
+	s := runCrawl(t, imported)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range []string{"/", "/a", "/b"} {
+		if asked[p] != 1 {
+			t.Errorf("%s fetched %d times by the imported archive's re-crawl, want once (all: %v)", p, asked[p], asked)
+		}
+	}
+	if s.NotModified != 2 {
+		t.Errorf("%d answered 304, want /a and /b", s.NotModified)
 	}
 }
 
@@ -668,4 +766,136 @@ func TestChainsStayBoundedThroughRecrawls(t *testing.T) {
 			t.Errorf("after three re-crawls, %s was archived: more than 3 hops off the scope", u)
 		}
 	}
+}
+
+// servedPage serves one page whose answer the test sets: status, media
+// type, Location and body.
+type servedPage struct {
+	mu                   sync.Mutex
+	status               int
+	mime, location, body string
+}
+
+func (p *servedPage) set(status int, mime, location, body string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.status, p.mime, p.location, p.body = status, mime, location, body
+}
+
+func (p *servedPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/page" {
+		io.WriteString(w, "elsewhere")
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w.Header().Set("Content-Type", p.mime)
+	if p.location != "" {
+		w.Header().Set("Location", p.location)
+	}
+	w.WriteHeader(p.status)
+	io.WriteString(w, p.body)
+}
+
+// recrawlPage crawls p's /page once, then revisits it after each of
+// answers, and returns the captures by path and the page's entry.
+func recrawlPage(t *testing.T, p *servedPage, answers ...func()) (map[string][]index.Capture, recrawl.Entry) {
+	t.Helper()
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	cfg := testConfig(t, "", srv.URL+"/page")
+	cfg.IgnoreRobots = true
+	runCrawl(t, cfg)
+	all := cfg
+	all.Seeds, all.RecrawlAll = nil, true
+	for _, answer := range answers {
+		answer()
+		runCrawl(t, all)
+	}
+	caps := map[string][]index.Capture{}
+	for u, cs := range archived(t, cfg.Data) {
+		caps[strings.TrimPrefix(u, srv.URL)] = cs
+	}
+	db, err := OpenDB(cfg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	e, ok, err := recrawl.Get(db, srv.URL+"/page")
+	if err != nil || !ok {
+		t.Fatalf("entry: %v %v", ok, err)
+	}
+	return caps, e
+}
+
+const linkingPage = `<html><body><p>A page with enough words in it to be worth comparing.</p><a href="/x">x</a></body></html>`
+
+// A server error between two visits of an unchanged page is archived,
+// but does not stand for the page: the page has not changed twice, and
+// keeps its links and validators.
+func TestRecrawlPassesOverServerErrors(t *testing.T) {
+	p := &servedPage{}
+	p.set(200, "text/html", "", linkingPage)
+	all, e := recrawlPage(t, p,
+		func() { p.set(503, "text/plain", "", "maintenance, back soon") },
+		func() { p.set(200, "text/html", "", linkingPage) })
+	caps := all["/page"]
+	if len(caps) != 3 || caps[1].Status != 503 || caps[2].Type != warc.TypeRevisit {
+		t.Fatalf("captures %v, want the page, the 503, and a revisit of the page", caps)
+	}
+	if e.State.Changes != 0 || !e.HasLink(recrawl.LinkHash(strings.TrimSuffix(caps[0].URL, "/page")+"/x")) {
+		t.Errorf("after a 503 between two equal visits: %d changes, links %v; want none and the page's link", e.State.Changes, e.Links)
+	}
+}
+
+// The same bytes under another status, media type or redirect target are
+// a change of the page, looked into for links and counted by its
+// schedule, not a revisit of what the page was. (The payload itself is
+// stored once: the second capture is a revisit of the first's payload
+// under its own status and headers.)
+func TestRecrawlComparesMoreThanThePayload(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		before, after func(p *servedPage)
+		link          string // followed once the page changed
+	}{
+		{"404 then 200",
+			func(p *servedPage) { p.set(404, "text/html", "", linkingPage) },
+			func(p *servedPage) { p.set(200, "text/html", "", linkingPage) }, "/x"},
+		{"text/plain then text/html",
+			func(p *servedPage) { p.set(200, "text/plain", "", linkingPage) },
+			func(p *servedPage) { p.set(200, "text/html", "", linkingPage) }, "/x"},
+		{"another redirect target",
+			func(p *servedPage) { p.set(302, "text/html", "/x?1", "<html><body>302 Found</body></html>") },
+			func(p *servedPage) { p.set(302, "text/html", "/x?2", "<html><body>302 Found</body></html>") }, "/x?2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &servedPage{}
+			c.before(p)
+			all, e := recrawlPage(t, p, func() { c.after(p) })
+			caps := all["/page"]
+			if len(caps) != 2 || caps[1].Digest != caps[0].Digest {
+				t.Fatalf("captures %v, want two of the same payload", caps)
+			}
+			if len(all[c.link]) != 1 {
+				t.Errorf("%s, linked by the changed page, captured %d times, want once", c.link, len(all[c.link]))
+			}
+			if e.State.Changes != 1 {
+				t.Errorf("the page changed once; its schedule counted %d changes", e.State.Changes)
+			}
+			if caps[1].MIME == "text/html" && caps[1].Status == 200 && caps[1].SimHash == 0 {
+				t.Error("the HTML page's capture has no SimHash")
+			}
+		})
+	}
+}
+
+// segments returns the WARC files of a data directory, which has some.
+func segments(t *testing.T, data string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(data, "warc", "*.warc.gz"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("segments: %v %v", files, err)
+	}
+	return files
 }

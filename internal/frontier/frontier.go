@@ -300,6 +300,13 @@ func seenID(key, url string) string {
 	return urlkey.WithoutSessionIDs(url)
 }
 
+// seenHash is the seen test's hash of an item: of its Key, or its URL
+// without session IDs.
+func seenHash(it Item) []byte {
+	sum := sha256.Sum256([]byte(seenID(it.Key, it.URL)))
+	return sum[:16]
+}
+
 func (f *Frontier) host(name string) *host {
 	h := f.hosts[name]
 	if h == nil {
@@ -323,8 +330,7 @@ func (f *Frontier) Add(b *pebble.Batch, items []Item) (int, error) {
 			f.stats.Dropped[reason]++
 			continue
 		}
-		sum := sha256.Sum256([]byte(seenID(it.Key, it.URL)))
-		hash := sum[:16]
+		hash := seenHash(it)
 		h64 := binary.LittleEndian.Uint64(hash) | 1 // never 0, the empty slot
 		slot := &f.recent[h64&(recentSize-1)]
 		if *slot == h64 {
@@ -426,9 +432,13 @@ func (f *Frontier) Requeue(b *pebble.Batch, items []Item) error {
 		f.seq++
 		key := queueKey(it.Host, it.Depth, f.seq)
 		val := encodeItem(it)
-		if err := b.Set(key, val, nil); err != nil {
+		// Seen from now on, if it was not (a URL imported, not crawled
+		// here): a link to it in this run is the revisit already queued.
+		hash := seenHash(it)
+		if err := errors.Join(b.Set(append([]byte("f/s/"), hash...), nil, nil), b.Set(key, val, nil)); err != nil {
 			return fmt.Errorf("frontier: %w", err)
 		}
+		f.seen.Add(hash)
 		f.stagedAdds = append(f.stagedAdds, staged{host: it.Host, key: key, val: val})
 	}
 	if len(items) == 0 {

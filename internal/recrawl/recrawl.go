@@ -22,7 +22,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +73,10 @@ type Entry struct {
 	MIME         string
 	SimHash      uint64
 	Payload      Ref // the response record holding the payload
+	// Head is HeadHash of what the last capture answered besides its
+	// payload; 0 when not known (an entry made from the index or a copy,
+	// or before it was kept), and then not compared.
+	Head uint64
 	// Links are hashes (LinkHash) of the outlinks of the last capture
 	// whose payload changed, sorted.
 	Links []uint64
@@ -94,6 +100,14 @@ func LinkHash(u string) uint64 {
 		h *= 1099511628211
 	}
 	return h
+}
+
+// HeadHash is the form Entry.Head keeps of a response's status, media
+// type and redirect target: a page whose payload is the same bytes but
+// which now answers 404, or as text/plain, or redirects elsewhere, has
+// changed. It is never 0.
+func HeadHash(status int, mediaType, location string) uint64 {
+	return max(LinkHash(strconv.Itoa(status)+" "+mediaType+" "+location), 1)
 }
 
 // MaxLinks bounds the links an entry remembers; a page with more has its
@@ -387,6 +401,7 @@ const maxHops = 255
 const (
 	flagEmbed = 1 << iota
 	flagHops  // the hop counts follow the flags
+	flagHead  // Head follows them
 )
 
 func encodeEntry(e Entry) []byte {
@@ -404,10 +419,16 @@ func encodeEntry(e Entry) []byte {
 	if hops {
 		flags |= flagHops
 	}
+	if e.Head != 0 {
+		flags |= flagHead
+	}
 	b = append(b, flags)
 	if hops {
 		b = binary.AppendUvarint(b, uint64(min(e.Redirects, maxHops)))
 		b = binary.AppendUvarint(b, uint64(min(e.OffScopeHops, maxHops)))
+	}
+	if e.Head != 0 {
+		b = binary.BigEndian.AppendUint64(b, e.Head)
 	}
 	var due int64
 	if !e.Due.IsZero() {
@@ -445,7 +466,7 @@ func decodeEntry(v []byte) (Entry, error) {
 	}
 	e.Depth = int(depth)
 	flags, err := r.ReadByte()
-	if err != nil || flags&^(flagEmbed|flagHops) != 0 {
+	if err != nil || flags&^(flagEmbed|flagHops|flagHead) != 0 {
 		return Entry{}, errCorrupt
 	}
 	e.Embed = flags&flagEmbed != 0
@@ -456,6 +477,13 @@ func decodeEntry(v []byte) (Entry, error) {
 			return Entry{}, errCorrupt
 		}
 		e.Redirects, e.OffScopeHops = int(redirects), int(offScope)
+	}
+	if flags&flagHead != 0 {
+		var head [8]byte
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return Entry{}, errCorrupt
+		}
+		e.Head = binary.BigEndian.Uint64(head[:])
 	}
 	due, err1 := binary.ReadVarint(r)
 	payloadTime, err2 := binary.ReadVarint(r)

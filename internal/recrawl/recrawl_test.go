@@ -101,6 +101,7 @@ func fullEntry(t testing.TB) Entry {
 		Digest:       "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ",
 		MIME:         "text/html",
 		SimHash:      0xfedcba9876543210,
+		Head:         HeadHash(200, "text/html", ""),
 		Payload: Ref{
 			URL:      "https://www.example.com/news/index.html?b=2&a=1",
 			Time:     time.Date(2026, 2, 28, 9, 30, 15, 123456789, time.UTC),
@@ -124,7 +125,7 @@ func equalEntry(a, b Entry) bool {
 		a.Due.Equal(b.Due) && a.ETag == b.ETag && a.LastModified == b.LastModified &&
 		a.Digest == b.Digest && a.MIME == b.MIME && a.SimHash == b.SimHash &&
 		a.Payload.URL == b.Payload.URL && a.Payload.Time.Equal(b.Payload.Time) &&
-		a.Payload.RecordID == b.Payload.RecordID && slices.Equal(a.Links, b.Links)
+		a.Payload.RecordID == b.Payload.RecordID && a.Head == b.Head && slices.Equal(a.Links, b.Links)
 }
 
 func TestEncodeRoundTrip(t *testing.T) {
@@ -142,6 +143,8 @@ func TestEncodeRoundTrip(t *testing.T) {
 		"unicode fields": {URL: "http://x.test/ü", ETag: "\"é\"", MIME: "text/html; charset=utf-8"},
 		"hops":           {URL: "http://x.test/h", Embed: true, Redirects: 2, OffScopeHops: 3, State: full.State, Due: full.Due},
 		"max hops":       {URL: "http://x.test/mh", Redirects: maxHops, OffScopeHops: maxHops},
+		"head":           {URL: "http://x.test/r", Head: HeadHash(302, "text/html", "http://x.test/a")},
+		"head and hops":  {URL: "http://x.test/rh", Redirects: 1, Head: ^uint64(0)},
 	} {
 		v := encodeEntry(e)
 		got, err := decodeEntry(v)

@@ -1,0 +1,115 @@
+package crawl
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/warc"
+)
+
+// networkDedup is a content-seen test whose answer the test sets: the
+// capture the network names for any payload, or none.
+type networkDedup struct {
+	mu  sync.Mutex
+	ref recrawl.Ref // zero: the network holds no such payload
+}
+
+func (d *networkDedup) set(ref recrawl.Ref) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ref = ref
+}
+
+func (d *networkDedup) Lookup(context.Context, string) (recrawl.Ref, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ref, d.ref.RecordID != "", nil
+}
+
+func (d *networkDedup) Stored([]index.Capture) {}
+
+// A URL whose payload was first archived by another node is asked of the
+// network again at each revisit. While the network holds it, the revisit
+// points where the network says it is now; once it does not, the page is
+// fetched without conditions and its payload stored, rather than pointing
+// at a lost capture forever.
+func TestRevisitDoesNotKeepPointingAtALostPayload(t *testing.T) {
+	const body = "function shared() { return 'a payload first archived on another node'; }\n"
+	var mu sync.Mutex
+	var conditional []bool // per request: did it carry If-None-Match
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		conditional = append(conditional, r.Header.Get("If-None-Match") != "")
+		mu.Unlock()
+		w.Header().Set("ETag", `"v1"`)
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("Content-Type", "application/javascript")
+		io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	u := srv.URL + "/lib.js"
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	first := recrawl.Ref{URL: "http://other.example/lib.js", Time: at, RecordID: "<urn:uuid:00000000-0000-0000-0000-0000000000a1>"}
+	again := recrawl.Ref{URL: "http://third.example/lib.js", Time: at.Add(time.Hour), RecordID: "<urn:uuid:00000000-0000-0000-0000-0000000000a2>"}
+	d := &networkDedup{ref: first}
+	cfg := testConfig(t, "", u)
+	cfg.IgnoreRobots = true
+	cfg.Dedup = d
+	runCrawl(t, cfg)
+	revisit := cfg
+	revisit.Seeds, revisit.RecrawlAll = nil, true
+
+	last := func() (index.Capture, *warc.Record) {
+		t.Helper()
+		caps := archived(t, cfg.Data)[u]
+		c := caps[len(caps)-1]
+		rec, err := warc.ReadAt(filepath.Join(cfg.Data, "warc"), warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, rec
+	}
+	if c, rec := last(); c.Type != warc.TypeRevisit || rec.Header.Get("WARC-Refers-To") != first.RecordID {
+		t.Fatalf("first crawl: %s referring to %q, want a revisit of %s", c.Type, rec.Header.Get("WARC-Refers-To"), first.RecordID)
+	}
+
+	// The first capture was lost and the payload stored again elsewhere.
+	d.set(again)
+	runCrawl(t, revisit)
+	c, rec := last()
+	if c.Type != warc.TypeRevisit || rec.Header.Get("WARC-Profile") != warc.ProfileServerNotModified || rec.Header.Get("WARC-Refers-To") != again.RecordID {
+		t.Fatalf("after the payload moved: %s (%s) referring to %q, want a not-modified revisit of %s",
+			c.Type, rec.Header.Get("WARC-Profile"), rec.Header.Get("WARC-Refers-To"), again.RecordID)
+	}
+
+	// Now no node holds it.
+	d.set(recrawl.Ref{})
+	runCrawl(t, revisit)
+	if c, _ := last(); c.Type != warc.TypeResponse {
+		t.Fatalf("after the payload was lost: %s, want the payload stored", c.Type)
+	}
+	mu.Lock()
+	if want := []bool{false, true, false}; !slices.Equal(conditional, want) {
+		t.Errorf("requests conditional: %v, want %v", conditional, want)
+	}
+	mu.Unlock()
+
+	// Stored here, it is compared with as any payload of this node's.
+	d.set(first)
+	runCrawl(t, revisit)
+	if c, rec := last(); c.Type != warc.TypeRevisit || rec.Header.Get("WARC-Refers-To") == first.RecordID {
+		t.Fatalf("after the payload was stored here: %s referring to %q, want a revisit of this node's capture", c.Type, rec.Header.Get("WARC-Refers-To"))
+	}
+}
