@@ -100,6 +100,9 @@ func (s *state) rune(r rune) {
 		s.word = append(s.word, byte(r+'a'-'A'))
 	case r < utf8.RuneSelf:
 		s.endWord()
+	case unicode.Is(unicode.Cf, r):
+		// Not shown, and not a break: a soft hyphen, a zero-width joiner
+		// or space, a direction mark. The word goes on.
 	case unspaced(r):
 		s.endWord()
 		s.word = utf8.AppendRune(s.word, r)

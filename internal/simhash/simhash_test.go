@@ -47,6 +47,9 @@ func TestOfWords(t *testing.T) {
 		{"Ünïcode Straße", "ünïcode straße"},
 		{"Visitors: 123456", "visitors 654321"}, // digits are folded
 		{"日本語のテキスト", "日 本 語 の テ キ ス ト"},
+		// Characters that are not shown are not breaks either.
+		{"hyphen­ation of long­ish words", "hyphenation of longish words"},
+		{"zero​width‍ joined ‎word⁠s", "zerowidth joined words"},
 	}
 	for _, p := range same {
 		if a, b := Of(p[0]), Of(p[1]); a != b {
