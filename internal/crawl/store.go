@@ -330,8 +330,10 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 		cp.Segment, cp.Offset, cp.Length, cp.Node = l.Segment, l.Offset, l.Length, ""
 		if cp.Type == warc.TypeRevisit {
 			// A revisit has no text to hash: its original's, if this node
-			// holds it, else the one the owner sent (if any).
-			if first, ok, err := index.ByDigest(b, cp.Digest); err == nil && ok {
+			// holds it and it has one, else the one the owner sent (an
+			// original that is an error page with the same body has none,
+			// where the owner hashed the page's text when it fetched it).
+			if first, ok, err := index.ByDigest(b, cp.Digest); err == nil && ok && first.SimHash != 0 {
 				cp.SimHash = first.SimHash
 			}
 		} else {

@@ -3,7 +3,9 @@ package crawl
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -313,6 +315,48 @@ func TestCopiedPageKeepsItsHopCountsAndLinks(t *testing.T) {
 	}
 	if compared < len(pages)/2 || deep == 0 || deepRevisits == 0 {
 		t.Errorf("compared %d of %d pages, %d deeper than a seed, %d of them revisits: the test proves little", compared, len(pages), deep, deepRevisits)
+	}
+}
+
+// A copied revisit keeps the SimHash the node that fetched it gave it when
+// the first capture of its payload, held here too, has none (an error
+// page with the same body): collapse=simhash answers alike on every node
+// holding the capture.
+func TestCopiedRevisitKeepsItsSimHash(t *testing.T) {
+	const page = `<html><body><p>The very same page body is served under two addresses here.</p></body></html>`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/gone":
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, page)
+		case "/page":
+			io.WriteString(w, page)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	src := testConfig(t, "", srv.URL+"/gone")
+	src.IgnoreRobots = true
+	runCrawl(t, src)
+	src.Seeds = []string{srv.URL + "/page"}
+	runCrawl(t, src)
+	srcCaps := archived(t, src.Data)
+	pc := srcCaps[srv.URL+"/page"]
+	if len(pc) != 1 || pc[0].Type != warc.TypeRevisit || pc[0].SimHash == 0 {
+		t.Fatalf("source /page: %+v; want a revisit with a SimHash", pc)
+	}
+	srcDir := filepath.Join(src.Data, "warc")
+	var copies []Copy
+	for _, u := range []string{"/gone", "/page"} {
+		cp := srcCaps[srv.URL+u][0]
+		copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+	}
+	dst := testConfig(t, "")
+	storeCopies(t, dst, copies...)
+	if dc := archived(t, dst.Data)[srv.URL+"/page"]; len(dc) != 1 || dc[0].SimHash != pc[0].SimHash {
+		t.Errorf("/page's revisit: SimHash %x on the node that fetched it, %v on its replica", pc[0].SimHash, dc)
 	}
 }
 
