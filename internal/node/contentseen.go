@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,16 +28,35 @@ import (
 // payload, the capture named must be in the archive; a payload whose
 // capture is not is stored again, and its new capture replaces the stale
 // entry, so that later copies point at it.
+//
+// A new payload is registered only once its capture's copies have reached
+// its replicas: until then the capture is on one disk, whose loss would
+// take with it the payload of every revisit other nodes made meanwhile,
+// however many copies those have.
 type contentSeen struct {
-	c   *dedup.Client
-	arc archive.Archive // the network's captures
+	c           *dedup.Client
+	arc         archive.Archive            // the network's captures
+	replicating func(c index.Capture) bool // copies of c still on their way (nil: none are made)
 
 	mu       sync.Mutex
 	verified map[string]verifiedRef // digest → a hit found in the archive lately
 	stale    map[string]string      // digest → the record ID of a hit not archived, until its payload is stored
+	waiting  []registration         // new payloads whose copies are on their way
 
 	notArchived atomic.Uint64 // hits whose capture was not found
+	unheld      atomic.Uint64 // registrations given up while waiting for copies
 }
+
+// registration is a new payload to register: its capture, and the record
+// ID of the stale entry it replaces, if any.
+type registration struct {
+	capture index.Capture
+	stale   string
+}
+
+// maxWaiting bounds the registrations waiting for their copies; beyond
+// it, new ones are given up (which costs duplicates later, never data).
+const maxWaiting = 1 << 16
 
 type verifiedRef struct {
 	ref recrawl.Ref
@@ -51,8 +71,8 @@ const (
 	maxVerified = 4096
 )
 
-func newContentSeen(c *dedup.Client, arc archive.Archive) *contentSeen {
-	return &contentSeen{c: c, arc: arc, verified: make(map[string]verifiedRef), stale: make(map[string]string)}
+func newContentSeen(c *dedup.Client, arc archive.Archive, replicating func(index.Capture) bool) *contentSeen {
+	return &contentSeen{c: c, arc: arc, replicating: replicating, verified: make(map[string]verifiedRef), stale: make(map[string]string)}
 }
 
 func (s *contentSeen) Lookup(ctx context.Context, digest string) (recrawl.Ref, bool, error) {
@@ -107,22 +127,78 @@ func (s *contentSeen) holds(ctx context.Context, digest string, ref recrawl.Ref)
 }
 
 func (s *contentSeen) Stored(caps []index.Capture) {
-	refs := make([]dedup.Ref, 0, len(caps))
+	ready := make([]registration, 0, len(caps))
 	s.mu.Lock()
 	for _, c := range caps {
 		if c.Digest == "" {
 			continue
 		}
-		ref := dedup.Ref{Digest: c.Digest, URL: c.URL, Time: c.Time, RecordID: c.RecordID}
+		r := registration{capture: c}
 		if stale, ok := s.stale[c.Digest]; ok {
 			delete(s.stale, c.Digest)
-			s.c.Replace(ref, stale)
+			r.stale = stale
+		}
+		switch {
+		case s.replicating == nil || !s.replicating(c):
+			ready = append(ready, r)
+		case len(s.waiting) < maxWaiting:
+			s.waiting = append(s.waiting, r)
+		default:
+			s.unheld.Add(1)
+		}
+	}
+	s.mu.Unlock()
+	s.register(ready)
+}
+
+// registerReplicated registers the waiting payloads whose copies have all
+// arrived.
+func (s *contentSeen) registerReplicated() {
+	s.mu.Lock()
+	var ready []registration
+	s.waiting = slices.DeleteFunc(s.waiting, func(r registration) bool {
+		if s.replicating(r.capture) {
+			return false
+		}
+		ready = append(ready, r)
+		return true
+	})
+	s.mu.Unlock()
+	s.register(ready)
+}
+
+// registerEvery is how often registerReplicated looks at the waiting
+// payloads: replication takes about as long.
+const registerEvery = time.Second
+
+// registerLoop runs registerReplicated until ctx is done.
+func (s *contentSeen) registerLoop(ctx context.Context) {
+	t := time.NewTicker(registerEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.registerReplicated()
+		}
+	}
+}
+
+func (s *contentSeen) register(rs []registration) {
+	refs := make([]dedup.Ref, 0, len(rs))
+	for _, r := range rs {
+		c := r.capture
+		ref := dedup.Ref{Digest: c.Digest, URL: c.URL, Time: c.Time, RecordID: c.RecordID}
+		if r.stale != "" {
+			s.c.Replace(ref, r.stale)
 			continue
 		}
 		refs = append(refs, ref)
 	}
-	s.mu.Unlock()
-	s.c.Register(refs)
+	if len(refs) > 0 {
+		s.c.Register(refs)
+	}
 }
 
 // digestOwner is the node that keeps the registry entry of a payload
@@ -221,9 +297,13 @@ func (n *Node) sendDedup(ctx context.Context, id, path string, body []byte) ([]b
 // stats are the content-seen test's figures for Status.
 func (s *contentSeen) stats() ContentSeenStats {
 	d := s.c.Stats()
+	s.mu.Lock()
+	waiting := len(s.waiting)
+	s.mu.Unlock()
 	return ContentSeenStats{
-		Lookups: d.Lookups, Hits: d.Hits, Requests: d.Requests, Registered: d.Registered,
-		Queued: d.Queued, Dropped: d.Dropped, Errors: d.Errors, NotArchived: s.notArchived.Load(),
+		AwaitingCopies: waiting,
+		Lookups:        d.Lookups, Hits: d.Hits, Requests: d.Requests, Registered: d.Registered,
+		Queued: d.Queued, Dropped: d.Dropped + s.unheld.Load(), Errors: d.Errors, NotArchived: s.notArchived.Load(),
 		HandedOver: d.HandedOver,
 	}
 }

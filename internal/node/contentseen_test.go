@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -311,7 +312,7 @@ func TestContentSeenChecksTheCaptureIsArchived(t *testing.T) {
 			return nil, errors.New("no other node")
 		},
 	})
-	seen := newContentSeen(client, archive.NewLocal(index.New(db), filepath.Join(dir, "warc")))
+	seen := newContentSeen(client, archive.NewLocal(index.New(db), filepath.Join(dir, "warc")), nil)
 
 	at := time.Date(2026, 11, 23, 10, 0, 0, 123456000, time.UTC)
 	capture := func(i int) index.Capture {
@@ -356,6 +357,59 @@ func TestContentSeenChecksTheCaptureIsArchived(t *testing.T) {
 				t.Errorf("%s: Lookup = %+v, %v, %v; want found %v", tc.name, ref, ok, err, tc.want)
 			}
 		}
+	}
+}
+
+// A new payload is registered with the digest's owner only once its
+// capture's copies have reached its replicas: before, a revisit made on
+// the registry's word would lose its payload with the one disk that held
+// it. Captures without copies to wait for are registered at once.
+func TestPayloadRegisteredOnceReplicated(t *testing.T) {
+	db, err := crawl.OpenDB(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	client := dedup.NewClient(dedup.ClientConfig{
+		Self:  "self",
+		Owner: func(string) (string, bool) { return "peer", true },
+		Local: dedup.NewRegistry(db),
+		Send: func(context.Context, string, string, []byte) ([]byte, error) {
+			return nil, errors.New("not sent in this test")
+		},
+	})
+	var mu sync.Mutex
+	onTheirWay := map[string]bool{} // record ID → copies still queued
+	seen := newContentSeen(client, nil, func(c index.Capture) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return onTheirWay[c.RecordID]
+	})
+	capture := func(i int) index.Capture {
+		return index.Capture{URLKey: fmt.Sprintf("org,example)/%d", i), URL: fmt.Sprintf("http://example.org/%d", i),
+			Time: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC), Type: warc.TypeResponse, Status: 200,
+			Digest: fmt.Sprintf("sha1:%032d", i), RecordID: fmt.Sprintf("<urn:uuid:00000000-0000-0000-0000-%012d>", i)}
+	}
+	replicated, copying := capture(1), capture(2)
+	onTheirWay[copying.RecordID] = true
+	seen.Stored([]index.Capture{replicated, copying})
+	if q := client.Stats().Queued; q != 1 {
+		t.Fatalf("%d registrations queued, want only the capture without copies on their way", q)
+	}
+	seen.registerReplicated()
+	if q := client.Stats().Queued; q != 1 {
+		t.Fatalf("%d registrations queued while the copies are on their way, want 1", q)
+	}
+	mu.Lock()
+	onTheirWay[copying.RecordID] = false
+	mu.Unlock()
+	seen.registerReplicated()
+	if q := client.Stats().Queued; q != 2 {
+		t.Fatalf("%d registrations queued once the copies arrived, want 2", q)
+	}
+	seen.registerReplicated()
+	if q := client.Stats().Queued; q != 2 {
+		t.Fatalf("%d registrations queued after another look, want 2: each is registered once", q)
 	}
 }
 

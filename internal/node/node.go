@@ -250,7 +250,7 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 		cc.Recover = n.recover
 		cc.Replicator = replicator{n}
 		cc.DropLost = true // what the disk lost, the replicas still hold
-		n.contentSeen = newContentSeen(n.dedup, n.net)
+		n.contentSeen = newContentSeen(n.dedup, n.net, n.push.Replicating)
 		cc.Dedup = n.contentSeen
 	}
 	if n.crawl, err = crawl.Open(cc); err != nil {
@@ -552,6 +552,9 @@ func (n *Node) Run(ctx context.Context) error {
 		wg.Go(func() { fail("outbox", n.out.Run(ctx)) })
 		wg.Go(func() { fail("replication", n.push.Run(ctx)) })
 		wg.Go(func() { fail("content-seen test", n.dedup.Run(ctx)) })
+		if n.contentSeen != nil {
+			wg.Go(func() { n.contentSeen.registerLoop(ctx) })
+		}
 		wg.Go(func() { n.watch(ctx) })
 		wg.Go(func() { n.repair(ctx) })
 		wg.Go(func() { n.rediscoverGone(ctx) })

@@ -98,9 +98,12 @@ type ContentSeenStats struct {
 	Hits       uint64 `json:"hits"`       // found archived by the digest's owner
 	Requests   uint64 `json:"requests"`   // lookup requests sent to other nodes
 	Registered uint64 `json:"registered"` // new payloads taken by their owner's registry
-	Queued     int    `json:"queued"`     // registrations waiting
+	Queued     int    `json:"queued"`     // registrations waiting to be sent
 	Dropped    uint64 `json:"dropped"`    // registrations given up
-	Errors     uint64 `json:"errors"`     // requests that failed (the payload was stored)
+	// AwaitingCopies counts new payloads not registered yet because
+	// their captures' copies have not all reached their replicas.
+	AwaitingCopies int    `json:"awaiting_copies"`
+	Errors         uint64 `json:"errors"` // requests that failed (the payload was stored)
 	// NotArchived counts hits whose capture the network's index did not
 	// have (lost, or named by a faulty peer): the payload was stored.
 	NotArchived uint64 `json:"hits_not_archived"`

@@ -45,6 +45,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/peer"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 )
@@ -465,6 +466,15 @@ func (q *Queue) Under() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.under)
+}
+
+// Replicating reports whether a copy of c is queued for a peer and not
+// yet acknowledged.
+func (q *Queue) Replicating(c index.Capture) bool {
+	h := maphash.String(q.seed, captureID(&c))
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.under[h] > 0 || q.stagedUnder[h] > 0
 }
 
 // Stats returns the queue's counters.
