@@ -39,6 +39,11 @@ type ClusterRun struct {
 	Exchanged int64         // URLs sent from node to node
 	WireBytes int64         // their compressed batches
 	TextBytes int64         // the URLs' own length
+	// Duplicates are the revisit records of another URL's payload (found
+	// by the node's index or the network's content-seen test); Stored is
+	// the WARC bytes the nodes wrote for their own captures.
+	Duplicates int64
+	Stored     int64
 	// The whole archive exported as a WACZ through the first node, each
 	// record read from the node holding it.
 	Exported    int   // captures in the WACZ
@@ -56,9 +61,11 @@ func (r ClusterRun) String() string {
 		ratio = float64(r.Exchanged) / float64(r.Captures)
 	}
 	return fmt.Sprintf("%d node(s): %7d captures %7.2fs wall %8.1f pages/s %7.0fµs CPU/page  exchanged %6d URLs (%.2f per page) %5.1f B/URL on the wire vs %5.1f B of URL\n"+
+		"            stored %.1f MB, %d revisits of another URL's payload\n"+
 		"            export through n1: %d captures, %.1f MB in %.2fs (%.0f captures/s, %.1f MB/s)",
 		r.Nodes, r.Captures, r.Wall.Seconds(), float64(r.Captures)/r.Wall.Seconds(),
 		float64(r.CPU.Microseconds())/float64(max(r.Captures, 1)), r.Exchanged, ratio, perURL, text,
+		float64(r.Stored)/1e6, r.Duplicates,
 		r.Exported, float64(r.ExportBytes)/1e6, r.ExportWall.Seconds(),
 		float64(r.Exported)/r.ExportWall.Seconds(), float64(r.ExportBytes)/1e6/r.ExportWall.Seconds())
 }
@@ -172,10 +179,13 @@ func clusterRun(ctx context.Context, opts ClusterOptions, size int, proxy string
 	}
 	r := ClusterRun{Nodes: size, Captures: captures, Wall: quietAt.Sub(start), CPU: cpuTime() - cpu0}
 	for _, n := range nodes {
-		e := n.Status(ctx).Exchange
+		st := n.Status(ctx)
+		e := st.Exchange
 		r.Exchanged += e.Sent
 		r.WireBytes += e.WireBytes
 		r.TextBytes += e.TextBytes
+		r.Duplicates += st.Crawl.Revisits.Duplicate
+		r.Stored += st.Crawl.Stored
 	}
 	var out countingWriter
 	exportStart := time.Now()

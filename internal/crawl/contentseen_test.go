@@ -19,8 +19,9 @@ import (
 // networkDedup is a content-seen test whose answer the test sets: the
 // capture the network names for any payload, or none.
 type networkDedup struct {
-	mu  sync.Mutex
-	ref recrawl.Ref // zero: the network holds no such payload
+	mu      sync.Mutex
+	ref     recrawl.Ref // zero: the network holds no such payload
+	lookups int
 }
 
 func (d *networkDedup) set(ref recrawl.Ref) {
@@ -32,6 +33,7 @@ func (d *networkDedup) set(ref recrawl.Ref) {
 func (d *networkDedup) Lookup(context.Context, string) (recrawl.Ref, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.lookups++
 	return d.ref, d.ref.RecordID != "", nil
 }
 
@@ -111,5 +113,58 @@ func TestRevisitDoesNotKeepPointingAtALostPayload(t *testing.T) {
 	runCrawl(t, revisit)
 	if c, rec := last(); c.Type != warc.TypeRevisit || rec.Header.Get("WARC-Refers-To") == first.RecordID {
 		t.Fatalf("after the payload was stored here: %s referring to %q, want a revisit of this node's capture", c.Type, rec.Header.Get("WARC-Refers-To"))
+	}
+}
+
+// A revisit whose payload this node holds as a copy is compared with it
+// without asking the network, though the copy names its original to the
+// microsecond (WARC-Refers-To-Date) and the index to the nanosecond.
+func TestRevisitOfACopyComparesWithThePayloadHeldHere(t *testing.T) {
+	const body = "function shared() { return 'one payload under two URLs, long enough'; }\n"
+	var mu sync.Mutex
+	conditional := map[string][]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		conditional[r.URL.Path] = append(conditional[r.URL.Path], r.Header.Get("If-None-Match") != "")
+		mu.Unlock()
+		if notModified(w, r, `"`+r.URL.Path+`"`) {
+			return
+		}
+		w.Header().Set("Content-Type", "application/javascript")
+		io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	src := testConfig(t, "", srv.URL+"/a", srv.URL+"/b")
+	src.IgnoreRobots = true
+	src.Workers = 1 // /b a revisit of /a
+	runCrawl(t, src)
+	srcDir := filepath.Join(src.Data, "warc")
+	var copies []Copy
+	for _, cs := range archived(t, src.Data) {
+		for _, cp := range cs {
+			copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+		}
+	}
+	if len(copies) != 2 {
+		t.Fatalf("%d captures, want /a and /b", len(copies))
+	}
+	dst := testConfig(t, "")
+	dst.IgnoreRobots = true
+	storeCopies(t, dst, copies...)
+	mu.Lock()
+	clear(conditional)
+	mu.Unlock()
+	d := &networkDedup{} // whose registry lost the payload's entry
+	dst.Dedup, dst.RecrawlAll = d, true
+	runCrawl(t, dst)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range []string{"/a", "/b"} {
+		if got := conditional[p]; len(got) != 1 || !got[0] {
+			t.Errorf("%s: requests conditional %v, want one conditional request", p, got)
+		}
+	}
+	if d.lookups != 0 {
+		t.Errorf("%d lookups in the network for payloads this node holds", d.lookups)
 	}
 }

@@ -214,10 +214,26 @@ func (c *Crawler) open(seeds []string) error {
 	if err != nil {
 		return err
 	}
+	// Seeds a re-crawl was given but did not get to queue.
+	unqueued, err := seedsUnder(c.db, unqueuedSeedPrefix)
+	if err != nil {
+		return err
+	}
+	for _, s := range unqueued {
+		items = append(items, newItem(s, 0, ""))
+	}
 	if cfg.Recrawl || cfg.RecrawlAll {
 		// An imported archive's URLs are scheduled, and marked seen, by
-		// Run: a seed queued as new before would be fetched twice.
+		// Run: a seed queued as new before would be fetched twice. Until
+		// Run queues them, they are kept apart.
+		for _, it := range items {
+			if err := b.Set([]byte(unqueuedSeedPrefix+it.URL), nil, nil); err != nil {
+				return fmt.Errorf("crawl: seeds: %w", err)
+			}
+		}
 		c.seedsAfterRevisits, items = items, nil
+	} else if err := dropUnqueuedSeeds(b, unqueued); err != nil {
+		return err
 	}
 	// Seeds another node owns wait in the frontier: they are handed over
 	// when leased, once Run knows the network.
@@ -291,8 +307,14 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 		if seeds := c.seedsAfterRevisits; len(seeds) > 0 {
 			c.seedsAfterRevisits = nil
 			if err := c.Update(fetchCtx, func(b *pebble.Batch) error {
-				_, err := c.front.Add(b, seeds)
-				return err
+				if _, err := c.front.Add(b, seeds); err != nil {
+					return err
+				}
+				urls := make([]string, len(seeds))
+				for i, it := range seeds {
+					urls[i] = it.URL
+				}
+				return dropUnqueuedSeeds(b, urls)
 			}); err != nil {
 				c.cfg.Logger.Warn("re-crawl: cannot queue the seeds", "err", err)
 			}
@@ -412,6 +434,16 @@ func (c *Crawler) resumingRecrawlAll() bool {
 	}
 	closer.Close()
 	return c.front.Stats().Queued > 0
+}
+
+// dropUnqueuedSeeds stages the deletion of the marks of seeds queued now.
+func dropUnqueuedSeeds(b *pebble.Batch, seeds []string) error {
+	for _, s := range seeds {
+		if err := b.Delete([]byte(unqueuedSeedPrefix+s), nil); err != nil {
+			return fmt.Errorf("crawl: seeds: %w", err)
+		}
+	}
+	return nil
 }
 
 // queueRevisits queues the URLs due for a visit (all of them with

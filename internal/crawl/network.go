@@ -43,15 +43,25 @@ var ErrNotRunning = errors.New("crawl: the crawler is not running")
 // and a node learns them from the others (AddSeeds) as well as from its user.
 const seedPrefix = "k/seed/"
 
-func loadSeeds(db *pebble.DB) ([]string, error) {
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte(seedPrefix), UpperBound: []byte("k/seed0")})
+// unqueuedSeedPrefix keys the seeds given to a re-crawl, which it queues
+// only once its revisits are: a run that stops before leaves them to the
+// next one.
+const unqueuedSeedPrefix = "k/unqueued-seed/"
+
+func loadSeeds(db *pebble.DB) ([]string, error) { return seedsUnder(db, seedPrefix) }
+
+// seedsUnder returns the seeds keyed under prefix.
+func seedsUnder(db *pebble.DB, prefix string) ([]string, error) {
+	upper := []byte(prefix)
+	upper[len(upper)-1]++
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper})
 	if err != nil {
 		return nil, fmt.Errorf("crawl: seeds: %w", err)
 	}
 	defer it.Close()
 	var seeds []string
 	for it.First(); it.Valid(); it.Next() {
-		seeds = append(seeds, string(it.Key()[len(seedPrefix):]))
+		seeds = append(seeds, string(it.Key()[len(prefix):]))
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("crawl: seeds: %w", err)

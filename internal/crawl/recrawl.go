@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -87,10 +88,8 @@ func (c *Crawler) payloadStillArchived(ctx context.Context, prev *recrawl.Entry)
 	if c.cfg.Dedup == nil || !prev.Captured() || prev.Digest == "" {
 		return prev
 	}
-	if key, err := urlkey.SURT(prev.Payload.URL); err == nil {
-		if held, err := index.HasRecord(c.db, key, prev.Payload.Time, prev.Payload.RecordID); err == nil && held {
-			return prev
-		}
+	if held, err := c.holds(ctx, prev.Payload); err == nil && held {
+		return prev
 	}
 	ctx, cancel := context.WithTimeout(ctx, dedupWait)
 	defer cancel()
@@ -108,6 +107,23 @@ func (c *Crawler) payloadStillArchived(ctx context.Context, prev *recrawl.Entry)
 	return &e
 }
 
+// holds reports whether this node's index has the capture ref names. A
+// ref may give the time to the microsecond (WARC-Refers-To-Date, read
+// from a copied revisit), the index to the nanosecond: the capture is
+// looked for by record ID around it.
+func (c *Crawler) holds(ctx context.Context, ref recrawl.Ref) (bool, error) {
+	key, err := urlkey.SURT(ref.URL)
+	if err != nil {
+		return false, nil
+	}
+	found := false
+	err = index.New(c.db).CapturesBetween(ctx, key, ref.Time.Add(-time.Second), ref.Time.Add(time.Second), false, func(cp index.Capture) (bool, error) {
+		found = cp.RecordID == ref.RecordID
+		return !found, nil
+	})
+	return found, err
+}
+
 // unchanged says how a fetched response relates to the last capture of its
 // URL: a 304 to a conditional request, or a 200 whose payload digest is the
 // last capture's, is a revisit of it; anything else is new content (nil).
@@ -119,7 +135,7 @@ func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string) *revisi
 	switch {
 	case resp.StatusCode == http.StatusNotModified && hasValidators(prev):
 		rv.profile = warc.ProfileServerNotModified
-	case resp.Truncated == "" && digest == prev.Digest && (prev.Head == 0 || prev.Head == headOf(resp)) &&
+	case resp.Truncated == "" && digest == prev.Digest && (prev.Head == 0 || prev.Head == headOf(resp.StatusCode, resp.Header, resp.URL)) &&
 		resp.StatusCode >= 200 && resp.StatusCode < 300 && payloadWorthDeduplicating(resp.Raw):
 		rv.profile = warc.ProfileIdenticalPayload
 	default:
@@ -128,10 +144,20 @@ func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string) *revisi
 	return rv
 }
 
-// headOf is what a response answered besides its payload, as
-// recrawl.Entry.Head keeps it.
-func headOf(resp *fetch.Response) uint64 {
-	return recrawl.HeadHash(resp.StatusCode, mediaType(resp.Header, nil), resp.Location)
+// headOf is what the response to pageURL answered besides its payload, as
+// recrawl.Entry.Head keeps it: its status, media type and, for a
+// redirect, its target, resolved as the fetcher does and without session
+// IDs (a target that differs only by one at every visit is no change).
+func headOf(status int, h http.Header, pageURL string) uint64 {
+	var target string
+	if loc := h.Get("Location"); loc != "" && status >= 300 && status < 400 {
+		if base, err := url.Parse(pageURL); err == nil {
+			if lu, err := base.Parse(loc); err == nil {
+				target = urlkey.WithoutSessionIDs(lu.String())
+			}
+		}
+	}
+	return recrawl.HeadHash(status, mediaType(h, nil), target)
 }
 
 // passing says whether a response is an answer of the moment (a server
@@ -168,18 +194,22 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 			Redirects: r.lease.Redirects, OffScopeHops: r.lease.OffScopeHops}
 	}
 	switch {
-	case cp == nil && had, cp != nil && r.resp != nil && old.Captured() && passing(r.resp.StatusCode):
-		// Nothing learnt of the page (an error of the moment is archived,
-		// but the page is still what its last capture was): try again
-		// after its interval, within the rules as they are now (a URL
-		// queued when they changed was left to take them at this visit).
+	case cp == nil && had:
+		// Nothing learnt of the page: try again after its interval, within
+		// the rules as they are now (a URL queued when they changed was
+		// left to take them at this visit).
 		e.State = rebound(policy, e.State)
+	case cp != nil && r.resp != nil && old.Captured() && passing(r.resp.StatusCode):
+		// An error of the moment, archived, but the page is still what
+		// its last capture was: a visit that found no change, which
+		// backs off a page that answers so for good.
+		e.State, _ = policy.Next(old.State, now, false)
 	case cp == nil:
 		e.State, _ = policy.First(now)
 	default:
 		head := old.Head // a 304 answers nothing of its own
 		if r.resp.StatusCode != http.StatusNotModified {
-			head = headOf(r.resp)
+			head = headOf(r.resp.StatusCode, r.resp.Header, r.resp.URL)
 		}
 		changed := !old.Captured() || cp.Digest != old.Digest || old.Head != 0 && head != old.Head
 		if old.Captured() {
@@ -549,8 +579,7 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 	}
 	// The index's URL keys are coarser than re-crawl keys (they fold
 	// case, a trailing slash, the scheme, "www."): each URL of a key has
-	// its newest capture scheduled, its last error only when it has
-	// nothing else.
+	// its newest capture below 400 scheduled, else its first error.
 	urlKey := ""
 	newest := map[string]index.Capture{} // re-crawl key → capture
 	flush := func() error {

@@ -717,6 +717,41 @@ func TestRecrawlOfImportFetchesEachURLOnce(t *testing.T) {
 	}
 }
 
+// A re-crawl queues its seeds after its revisits; one that stops before
+// (opened and closed, its listener failing; interrupted) leaves them
+// recorded, and the next run queues them.
+func TestRecrawlSeedQueuedByALaterRun(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked[r.URL.Path]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<html><body>hi</body></html>")
+	}))
+	defer srv.Close()
+	cfg := testConfig(t, "", srv.URL+"/new")
+	cfg.IgnoreRobots = true
+	cfg.Recrawl = true
+	c, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	resume := cfg
+	resume.Seeds, resume.Recrawl = nil, false
+	runCrawl(t, resume)
+	runCrawl(t, resume)
+	mu.Lock()
+	defer mu.Unlock()
+	if asked["/new"] != 1 {
+		t.Errorf("the seed fetched %d times by the runs after, want once", asked["/new"])
+	}
+}
+
 // A trap chain of hosts that name a fresh URL on every visit (a redirect
 // with a cache-busting token, an import of a new stylesheet) stays within
 // the hop limits through re-crawls: a revisit is queued with the hops that
@@ -845,6 +880,34 @@ func TestRecrawlPassesOverServerErrors(t *testing.T) {
 	}
 	if e.State.Changes != 0 || !e.HasLink(recrawl.LinkHash(strings.TrimSuffix(caps[0].URL, "/page")+"/x")) {
 		t.Errorf("after a 503 between two equal visits: %d changes, links %v; want none and the page's link", e.State.Changes, e.Links)
+	}
+}
+
+// A redirect whose target differs only by the session ID it hands out
+// has not changed.
+func TestRecrawlRedirectWithAFreshSessionIDIsNoChange(t *testing.T) {
+	p := &servedPage{}
+	to := func(sid string) func() {
+		return func() { p.set(302, "text/html", "/x;jsessionid="+sid, "<html><body>302 Found</body></html>") }
+	}
+	to("0123456789ABCDEF0123456789abcdef")()
+	_, e := recrawlPage(t, p, to("FEDCBA9876543210fedcba9876543210"), to("00112233445566778899aabbccddeeff"))
+	if e.State.Visits != 2 || e.State.Changes != 0 {
+		t.Errorf("state %+v; want 2 visits and no change", e.State)
+	}
+}
+
+// A page that stays down is visited less and less often, as one that
+// does not change: each error is a visit that found no change.
+func TestRecrawlBacksOffAPageThatStaysDown(t *testing.T) {
+	p := &servedPage{}
+	p.set(200, "text/html", "", linkingPage)
+	down := func() { p.set(503, "text/plain", "", "down") }
+	all, e := recrawlPage(t, p, down, down, down)
+	first, _ := schedule.DefaultPolicy().First(time.Now())
+	if len(all["/page"]) != 4 || e.State.Visits != 3 || e.State.Changes != 0 || e.State.Interval <= first.Interval {
+		t.Errorf("after three 503s: %d captures, state %+v; want 3 visits, no change, an interval over %v",
+			len(all["/page"]), e.State, first.Interval)
 	}
 }
 

@@ -96,6 +96,7 @@ func (c *Crawler) Store(ctx context.Context, copies []Copy) (int, error) {
 type copyFacts struct {
 	simhash            uint64
 	etag, lastModified string
+	head               uint64 // headOf the response; 0 for a 304, which answers nothing of its own
 	refersTo           recrawl.Ref
 	// Of a metadata record: the URL and capture (record ID) it describes,
 	// the hop counts that led the fetching node to the URL (nil when not
@@ -142,6 +143,9 @@ func recordFacts(rec *warc.Record) copyFacts {
 		return copyFacts{}
 	}
 	var f copyFacts
+	if status != http.StatusNotModified {
+		f.head = headOf(status, h, rec.TargetURI())
+	}
 	if rec.Type() == warc.TypeRevisit {
 		// A revisit of a 2xx stands for a whole 2xx capture, and a 304 may
 		// send new validators; one of an error page (all of a site's 404s
@@ -183,12 +187,21 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 	}
 	policy := c.cfg.Schedules.For(cp.URL)
 	e := old
-	if !had {
+	switch {
+	case !had:
 		e = recrawl.Entry{Key: key, URL: cp.URL}
 		e.State, _ = policy.First(cp.Time)
-	} else {
+	case old.Captured() && passing(cp.Status):
+		// As noteVisit has it: an error of the moment is a visit that
+		// found no change, and the page is still its last capture.
+		e.State, _ = policy.Next(old.State, cp.Time, false)
+		if !old.Due.IsZero() {
+			e.Due = cp.Time.Add(schedule.Jitter(cp.URL, e.State.Interval))
+		}
+		return false, recrawl.Put(b, &old, e)
+	default:
 		e.URL = cp.URL
-		e.State, _ = policy.Next(old.State, cp.Time, cp.Digest != old.Digest)
+		e.State, _ = policy.Next(old.State, cp.Time, copyChanged(old, cp, f))
 	}
 	if f.etag != "" || cp.Status != http.StatusNotModified {
 		e.ETag = f.etag
@@ -197,6 +210,14 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 		e.LastModified = f.lastModified
 	}
 	e.Digest, e.MIME, e.SimHash = cp.Digest, cp.MIME, cp.SimHash
+	if f.head != 0 || cp.Status != http.StatusNotModified {
+		e.Head = f.head
+	}
+	if had && copyChanged(old, cp, f) {
+		// The links of a changed page are its new capture's: its
+		// metadata record's (noteMetadata), or none.
+		e.Links = nil
+	}
 	switch {
 	case cp.Type == warc.TypeResponse:
 		e.Payload = refTo(cp)
@@ -218,6 +239,12 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 		prev = &old
 	}
 	return true, recrawl.Put(b, prev, e)
+}
+
+// copyChanged says whether a copied capture cp, with facts f, shows its
+// page changed since the visit entry e knows of, as noteVisit would.
+func copyChanged(e recrawl.Entry, cp index.Capture, f copyFacts) bool {
+	return cp.Digest != e.Digest || e.Head != 0 && f.head != 0 && f.head != e.Head
 }
 
 // noteMetadata gives the re-crawl entry of a copied capture what its

@@ -360,6 +360,67 @@ func TestCopiedRevisitKeepsItsSimHash(t *testing.T) {
 	}
 }
 
+// A copy of a newer capture gives the entry its status and media type
+// too: a page another node found as text/plain, which answers as HTML
+// again at this node's next visit, has changed, and is looked into. A
+// copy of a server error does not stand for the page.
+func TestCopyGivesItsEntryWhatThePageAnswered(t *testing.T) {
+	p := &servedPage{}
+	p.set(200, "text/html", "", linkingPage)
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	u := srv.URL + "/page"
+	here := testConfig(t, "", u)
+	here.IgnoreRobots = true
+	runCrawl(t, here)
+	// The copy must be of a later second than this node's visit, which a
+	// copy of the same second would not replace.
+	time.Sleep(1100 * time.Millisecond)
+	p.set(200, "text/plain", "", linkingPage)
+	other := testConfig(t, "", u)
+	other.IgnoreRobots = true
+	runCrawl(t, other)
+	cp := archived(t, other.Data)[u][0]
+	storeCopies(t, here, Copy{Member: member(t, filepath.Join(other.Data, "warc"), warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+	db, err := OpenDB(here.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _, err := recrawl.Get(db, u)
+	db.Close()
+	if err != nil || e.MIME != "text/plain" || len(e.Links) != 0 {
+		t.Fatalf("the entry after the copy: %s, %d links (%v); want the copy's text/plain, which links to nothing", e.MIME, len(e.Links), err)
+	}
+
+	// A copy of an error of the moment, later still, leaves the entry
+	// comparing with the page.
+	time.Sleep(1100 * time.Millisecond)
+	p.set(503, "text/plain", "", "down for maintenance")
+	down := testConfig(t, "", u)
+	down.IgnoreRobots = true
+	runCrawl(t, down)
+	cp = archived(t, down.Data)[u][0]
+	storeCopies(t, here, Copy{Member: member(t, filepath.Join(down.Data, "warc"), warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+	db, err = OpenDB(here.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _, err := recrawl.Get(db, u)
+	db.Close()
+	if err != nil || after.Digest != e.Digest || after.Head != e.Head || after.State.Visits != e.State.Visits+1 {
+		t.Fatalf("the entry after a copy of a 503: %+v (%v); want the text/plain capture's, one visit more", after, err)
+	}
+
+	p.set(200, "text/html", "", linkingPage)
+	all := here
+	all.Seeds, all.RecrawlAll = nil, true
+	runCrawl(t, all)
+	caps := archived(t, here.Data)[u]
+	if last := caps[len(caps)-1]; last.SimHash == 0 {
+		t.Errorf("the page, HTML again after a copy of it as text/plain: %+v; want its text hashed, as a change", last)
+	}
+}
+
 // storeCopies stores copies on a crawler of cfg, run for it and stopped.
 func storeCopies(t *testing.T, cfg Config, copies ...Copy) {
 	t.Helper()

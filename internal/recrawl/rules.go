@@ -30,7 +30,7 @@ func ParseRule(s string) (Rule, error) {
 		if r.Prefix == "" {
 			return Rule{}, fmt.Errorf("recrawl: rule %q: no URL prefix before '=' (give INTERVAL alone for every URL)", s)
 		}
-		if !strings.Contains(r.Prefix, "://") {
+		if i := strings.Index(r.Prefix, "://"); i <= 0 || strings.ContainsAny(r.Prefix[:i], "/?#=&") {
 			// Prefixes match as SURT keys, whatever the scheme.
 			r.Prefix = "http://" + r.Prefix
 		}

@@ -27,6 +27,7 @@ func TestParseRule(t *testing.T) {
 		{"http://news.example.com/=1h,1m,24h", "http://news.example.com/", schedule.Policy{Default: time.Hour, Min: time.Minute, Max: 24 * time.Hour}},
 		// Without a scheme: prefixes match whatever the scheme.
 		{"www.news.example.com/=1h,1m,24h", "http://www.news.example.com/", schedule.Policy{Default: time.Hour, Min: time.Minute, Max: 24 * time.Hour}},
+		{"www.x.test/go?to=http://y.test/=2h", "http://www.x.test/go?to=http://y.test/", schedule.Policy{Default: 2 * time.Hour, Min: 5 * time.Minute, Max: 60 * time.Hour}},
 		// The last "=" separates: a prefix may hold a query.
 		{"http://x.test/?p=1=2h", "http://x.test/?p=1", schedule.Policy{Default: 2 * time.Hour, Min: 5 * time.Minute, Max: 60 * time.Hour}},
 	} {
