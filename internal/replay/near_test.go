@@ -183,6 +183,15 @@ func TestCaptureListCollapse(t *testing.T) {
 		t.Errorf("back to the full list: rows %s", got)
 	}
 
+	// A year without captures says so, rather than "0 shown" above an
+	// empty table.
+	for _, u := range []string{"/web/2023*near_/http://example.com/", "/web/2023*/http://example.com/"} {
+		_, none := get(t, a.ui.URL+u)
+		if !strings.Contains(none, "No capture in 2023") || strings.Contains(none, "0 shown") || len(rows(none)) != 0 {
+			t.Errorf("%s: no note that the year has no captures:\n%s", u, none)
+		}
+	}
+
 	// The near_ modifier without a year, and on a URL list (which has no
 	// near-duplicates to fold).
 	_, near2 := get(t, a.ui.URL+"/web/*near_/example.com/")

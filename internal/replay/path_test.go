@@ -34,6 +34,8 @@ func TestParseTargetTimestamps(t *testing.T) {
 		{rest: "1host.example:8080/http://x.test/", url: "1host.example:8080/http://x.test/"},
 		{rest: "2024-01-01T12:00/http://example.com/", bad: true},
 		{rest: "20240101:1200/http://example.com/", bad: true},
+		{rest: "*near/http://example.com/", bad: true},
+		{rest: "2024*nearby_/example.com/", bad: true},
 	} {
 		got, err := parseTarget(tc.rest)
 		if tc.bad {
