@@ -15,6 +15,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/dedup"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/replicate"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
@@ -32,11 +33,12 @@ import (
 // A new payload is registered only once its capture's copies have reached
 // its replicas: until then the capture is on one disk, whose loss would
 // take with it the payload of every revisit other nodes made meanwhile,
-// however many copies those have.
+// however many copies those have. One whose copy could not be sent is
+// never registered.
 type contentSeen struct {
-	c           *dedup.Client
-	arc         archive.Archive            // the network's captures
-	replicating func(c index.Capture) bool // copies of c still on their way (nil: none are made)
+	c      *dedup.Client
+	arc    archive.Archive                        // the network's captures
+	copies func(c index.Capture) replicate.Copies // where c's copies stand (nil: none are made)
 
 	mu       sync.Mutex
 	verified map[string]verifiedRef // digest → a hit found in the archive lately
@@ -44,7 +46,7 @@ type contentSeen struct {
 	waiting  []registration         // new payloads whose copies are on their way
 
 	notArchived atomic.Uint64 // hits whose capture was not found
-	unheld      atomic.Uint64 // registrations given up while waiting for copies
+	unheld      atomic.Uint64 // registrations given up: too many waiting, or a copy given up
 }
 
 // registration is a new payload to register: its capture, and the record
@@ -71,8 +73,8 @@ const (
 	maxVerified = 4096
 )
 
-func newContentSeen(c *dedup.Client, arc archive.Archive, replicating func(index.Capture) bool) *contentSeen {
-	return &contentSeen{c: c, arc: arc, replicating: replicating, verified: make(map[string]verifiedRef), stale: make(map[string]string)}
+func newContentSeen(c *dedup.Client, arc archive.Archive, copies func(index.Capture) replicate.Copies) *contentSeen {
+	return &contentSeen{c: c, arc: arc, copies: copies, verified: make(map[string]verifiedRef), stale: make(map[string]string)}
 }
 
 func (s *contentSeen) Lookup(ctx context.Context, digest string) (recrawl.Ref, bool, error) {
@@ -138,29 +140,54 @@ func (s *contentSeen) Stored(caps []index.Capture) {
 			delete(s.stale, c.Digest)
 			r.stale = stale
 		}
-		switch {
-		case s.replicating == nil || !s.replicating(c):
+		switch s.copiesOf(c) {
+		case replicate.CopiesArrived:
 			ready = append(ready, r)
-		case len(s.waiting) < maxWaiting:
-			s.waiting = append(s.waiting, r)
+		case replicate.CopiesQueued:
+			if len(s.waiting) < maxWaiting {
+				s.waiting = append(s.waiting, r)
+				continue
+			}
+			s.giveUp(r)
 		default:
-			s.unheld.Add(1)
+			s.giveUp(r)
 		}
 	}
 	s.mu.Unlock()
 	s.register(ready)
 }
 
+// giveUp drops a registration; the stale entry it was to replace stays
+// known, for the payload's next capture here to replace. s.mu is held.
+func (s *contentSeen) giveUp(r registration) {
+	s.unheld.Add(1)
+	if r.stale != "" && len(s.stale) < maxVerified {
+		s.stale[r.capture.Digest] = r.stale
+	}
+}
+
+// copiesOf says where c's copies stand.
+func (s *contentSeen) copiesOf(c index.Capture) replicate.Copies {
+	if s.copies == nil {
+		return replicate.CopiesArrived
+	}
+	return s.copies(c)
+}
+
 // registerReplicated registers the waiting payloads whose copies have all
-// arrived.
+// arrived, and gives up those one of whose copies was.
 func (s *contentSeen) registerReplicated() {
 	s.mu.Lock()
 	var ready []registration
 	s.waiting = slices.DeleteFunc(s.waiting, func(r registration) bool {
-		if s.replicating(r.capture) {
+		switch s.copiesOf(r.capture) {
+		case replicate.CopiesQueued:
 			return false
+		case replicate.CopiesArrived:
+			ready = append(ready, r)
+		default:
+			s.giveUp(r)
 		}
-		ready = append(ready, r)
 		return true
 	})
 	s.mu.Unlock()

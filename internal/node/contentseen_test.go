@@ -21,6 +21,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/dedup"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/replicate"
 	"github.com/waggle-archive/waggle/internal/schedule"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/wacz"
@@ -363,7 +364,8 @@ func TestContentSeenChecksTheCaptureIsArchived(t *testing.T) {
 // A new payload is registered with the digest's owner only once its
 // capture's copies have reached its replicas: before, a revisit made on
 // the registry's word would lose its payload with the one disk that held
-// it. Captures without copies to wait for are registered at once.
+// it. Captures without copies to wait for are registered at once, and
+// those one of whose copies was given up never.
 func TestPayloadRegisteredOnceReplicated(t *testing.T) {
 	db, err := crawl.OpenDB(t.TempDir())
 	if err != nil {
@@ -379,20 +381,27 @@ func TestPayloadRegisteredOnceReplicated(t *testing.T) {
 		},
 	})
 	var mu sync.Mutex
-	onTheirWay := map[string]bool{} // record ID → copies still queued
-	seen := newContentSeen(client, nil, func(c index.Capture) bool {
+	copies := map[string]replicate.Copies{} // record ID → where its copies stand
+	seen := newContentSeen(client, nil, func(c index.Capture) replicate.Copies {
 		mu.Lock()
 		defer mu.Unlock()
-		return onTheirWay[c.RecordID]
+		return copies[c.RecordID]
 	})
 	capture := func(i int) index.Capture {
 		return index.Capture{URLKey: fmt.Sprintf("org,example)/%d", i), URL: fmt.Sprintf("http://example.org/%d", i),
 			Time: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC), Type: warc.TypeResponse, Status: 200,
 			Digest: fmt.Sprintf("sha1:%032d", i), RecordID: fmt.Sprintf("<urn:uuid:00000000-0000-0000-0000-%012d>", i)}
 	}
-	replicated, copying := capture(1), capture(2)
-	onTheirWay[copying.RecordID] = true
-	seen.Stored([]index.Capture{replicated, copying})
+	replicated, copying, unsent, dropped := capture(1), capture(2), capture(3), capture(4)
+	set := func(c index.Capture, to replicate.Copies) {
+		mu.Lock()
+		defer mu.Unlock()
+		copies[c.RecordID] = to
+	}
+	set(copying, replicate.CopiesQueued)
+	set(unsent, replicate.CopiesAbandoned)
+	set(dropped, replicate.CopiesQueued)
+	seen.Stored([]index.Capture{replicated, copying, unsent, dropped})
 	if q := client.Stats().Queued; q != 1 {
 		t.Fatalf("%d registrations queued, want only the capture without copies on their way", q)
 	}
@@ -400,16 +409,16 @@ func TestPayloadRegisteredOnceReplicated(t *testing.T) {
 	if q := client.Stats().Queued; q != 1 {
 		t.Fatalf("%d registrations queued while the copies are on their way, want 1", q)
 	}
-	mu.Lock()
-	onTheirWay[copying.RecordID] = false
-	mu.Unlock()
+	set(copying, replicate.CopiesArrived)
+	set(dropped, replicate.CopiesAbandoned) // a copy could not be sent
 	seen.registerReplicated()
 	if q := client.Stats().Queued; q != 2 {
 		t.Fatalf("%d registrations queued once the copies arrived, want 2", q)
 	}
 	seen.registerReplicated()
-	if q := client.Stats().Queued; q != 2 {
-		t.Fatalf("%d registrations queued after another look, want 2: each is registered once", q)
+	if q, st := client.Stats().Queued, seen.stats(); q != 2 || st.AwaitingCopies != 0 || st.Dropped != 2 {
+		t.Fatalf("after another look: %d registrations queued, %d waiting, %d given up; want 2 (each once), none, and the 2 whose copies were given up",
+			q, st.AwaitingCopies, st.Dropped)
 	}
 }
 

@@ -118,6 +118,10 @@ type Queue struct {
 	// Committed, so that a sender acknowledging one of them meanwhile
 	// does not count it gone twice.
 	stagedDel map[string]struct{}
+	// abandoned holds the captures (as under) a copy of which was not
+	// queued (Add refused it) or was dropped unsent: some replica may
+	// lack them for good. At most maxAbandoned are remembered.
+	abandoned map[uint64]struct{}
 	wake      chan struct{} // Committed → Run
 	running   bool
 	// large is held by the sender of a batch over MaxBodyBytes, which is
@@ -165,7 +169,7 @@ func Open(cfg Config) (*Queue, error) {
 	q := &Queue{
 		cfg: cfg, log: log, seed: maphash.MakeSeed(),
 		peers: map[string]*peerState{}, under: map[uint64]int{},
-		stagedUnder: map[uint64]int{}, stagedDel: map[string]struct{}{},
+		stagedUnder: map[uint64]int{}, stagedDel: map[string]struct{}{}, abandoned: map[uint64]struct{}{},
 		wake: make(chan struct{}, 1), large: make(chan struct{}, 1),
 		backoff0: minBackoff, backoffMax: maxBackoff,
 	}
@@ -222,6 +226,9 @@ func (q *Queue) Add(b *pebble.Batch, peers []string, e Entry) error {
 		return err
 	}
 	if why := checkEntry(&e); why != "" {
+		q.mu.Lock()
+		q.abandon(q.hash(&e))
+		q.mu.Unlock()
 		q.invalid.Add(1)
 		q.log.Warn("replicate: not replicating a capture", "url", truncate(e.Capture.URL), "record", e.Capture.RecordID, "reason", why)
 		return nil
@@ -468,13 +475,43 @@ func (q *Queue) Under() int {
 	return len(q.under)
 }
 
-// Replicating reports whether a copy of c is queued for a peer and not
-// yet acknowledged.
-func (q *Queue) Replicating(c index.Capture) bool {
+// Copies says where the copies of capture c stand.
+type Copies int
+
+const (
+	// CopiesArrived: every copy queued was acknowledged, or none was due.
+	CopiesArrived Copies = iota
+	// CopiesQueued: a copy is queued for a peer, not yet acknowledged.
+	CopiesQueued
+	// CopiesAbandoned: a copy was not queued (Add refused it) or was
+	// dropped unsent: a replica may lack the capture for good.
+	CopiesAbandoned
+)
+
+// maxAbandoned bounds the abandoned captures remembered; past it they are
+// forgotten, and count as arrived.
+const maxAbandoned = 1 << 16
+
+// abandon notes a capture a copy of which was given up. q.mu is held.
+func (q *Queue) abandon(h uint64) {
+	if len(q.abandoned) >= maxAbandoned {
+		clear(q.abandoned)
+	}
+	q.abandoned[h] = struct{}{}
+}
+
+// CopiesOf reports where the copies of c stand.
+func (q *Queue) CopiesOf(c index.Capture) Copies {
 	h := maphash.String(q.seed, captureID(&c))
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.under[h] > 0 || q.stagedUnder[h] > 0
+	switch _, lost := q.abandoned[h]; {
+	case lost:
+		return CopiesAbandoned
+	case q.under[h] > 0 || q.stagedUnder[h] > 0:
+		return CopiesQueued
+	}
+	return CopiesArrived
 }
 
 // Stats returns the queue's counters.
@@ -884,7 +921,7 @@ func (q *Queue) remove(p *peerState, cursor uint64, all bool, dropped, acked []i
 	defer q.mu.Unlock()
 	b := q.cfg.DB.NewBatch()
 	defer b.Close()
-	var gone []*item
+	var gone, lost []*item
 	for i := range items {
 		_, closer, err := q.cfg.DB.Get(items[i].key)
 		if errors.Is(err, pebble.ErrNotFound) {
@@ -898,11 +935,17 @@ func (q *Queue) remove(p *peerState, cursor uint64, all bool, dropped, acked []i
 			return fmt.Errorf("replicate: %w", err)
 		}
 		gone = append(gone, &items[i])
+		if i < len(dropped) {
+			lost = append(lost, &items[i])
+		}
 	}
 	// Without a sync: a deletion lost in a crash only sends an entry
 	// again, which receivers skip.
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("replicate: deleting sent entries: %w", err)
+	}
+	for _, it := range lost {
+		q.abandon(q.hash(&it.entry))
 	}
 	for _, it := range gone {
 		h := q.hash(&it.entry)

@@ -733,3 +733,37 @@ func TestSimHashTravels(t *testing.T) {
 		t.Errorf("the older peer refused %d batches (%d revisits), want 1", refusals, revisits)
 	}
 }
+
+// CopiesOf tells a capture whose copies arrived from one whose copy is on
+// its way, and from one whose copy was given up: dropped unsent (its
+// records unreadable here) or never queued (Add refused it). The node's
+// content-seen test registers only the first kind.
+func TestCopiesOf(t *testing.T) {
+	creds := network(t, 2)
+	b := creds[1].ID()
+	rb := newReceiver()
+	addr, _ := serve(t, creds[1], Handler(rb.store))
+	res := &resolver{addrs: map[string]string{b: addr}}
+	warcDir := t.TempDir()
+	entries := captures(t, warcDir, 4)
+	entries[1].Records[0].Segment = "gone-00001.warc.gz" // unsendable
+	entries[2].Records[0].Length = 0                     // refused by Add: no gzip member of its own
+	s := newSender(t, creds[0], t.TempDir(), warcDir, res, 0)
+	s.add(t, []string{b}, entries[:3])
+	if got := s.q.CopiesOf(entries[0].Capture); got != CopiesQueued {
+		t.Errorf("a copy queued, not sent: %v, want CopiesQueued", got)
+	}
+	if got := s.q.CopiesOf(entries[3].Capture); got != CopiesArrived {
+		t.Errorf("a capture with no copy due: %v, want CopiesArrived", got)
+	}
+	s.run()
+	waitUntil(t, "the queue to drain", func() bool { return len(s.q.Pending()) == 0 })
+	if rb.count() != 1 {
+		t.Fatalf("the receiver holds %d captures, want 1", rb.count())
+	}
+	for i, want := range []Copies{CopiesArrived, CopiesAbandoned, CopiesAbandoned} {
+		if got := s.q.CopiesOf(entries[i].Capture); got != want {
+			t.Errorf("capture %d: %v, want %v", i, got, want)
+		}
+	}
+}
