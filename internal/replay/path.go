@@ -82,8 +82,9 @@ func parseTarget(rest string) (target, error) {
 		t.ts, t.mod, t.url = first[:min(i, 14)], first[i:], after
 	case hasSlash && first != "" && first[0] >= '0' && first[0] <= '9' && !hostLike(first) && absoluteHTTP(after):
 		return t, fmt.Errorf("%w (%.40q)", errBadTimestamp, first)
-	case hasSlash && strings.Contains(first, "*"):
-		// No host has a '*': a capture list mistyped ("*near", "2024*x").
+	case hasSlash && strings.Contains(first, "*") && (first[0] == '*' || first[0] >= '0' && first[0] <= '9') && !strings.ContainsAny(first, "?#"):
+		// A capture list mistyped ("*near", "2024*x"): no host has a '*'
+		// (a URL's query may, hence the '?').
 		return t, fmt.Errorf("%w (%.40q); a capture list is /web/*/<url>, /web/2024*/<url>, or with near-duplicates folded /web/*%s/<url>", errBadTimestamp, first, nearMod)
 	default:
 		t.url = rest // /web/<url>: a TimeGate

@@ -35,6 +35,8 @@ func TestParseTargetTimestamps(t *testing.T) {
 		{rest: "2024-01-01T12:00/http://example.com/", bad: true},
 		{rest: "20240101:1200/http://example.com/", bad: true},
 		{rest: "*near/http://example.com/", bad: true},
+		{rest: "example.com?q=*&next=/home", url: "example.com?q=*&next=/home"}, // a TimeGate: the '*' is the query's
+		{rest: "2024.example?q=*/x", url: "2024.example?q=*/x"},
 		{rest: "2024*nearby_/example.com/", bad: true},
 	} {
 		got, err := parseTarget(tc.rest)
