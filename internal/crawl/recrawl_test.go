@@ -712,6 +712,26 @@ func TestRecrawlOfImportFetchesEachURLOnce(t *testing.T) {
 			t.Errorf("%s fetched %d times by the imported archive's re-crawl, want once (all: %v)", p, asked[p], asked)
 		}
 	}
+	// Without seeds an imported archive's scope holds no site, which the
+	// CLI tells; with one, or with ScopeAny, it does.
+	for _, c := range []struct {
+		seeds []string
+		scope Scope
+		empty bool
+	}{{nil, ScopeHost, true}, {nil, ScopeAny, false}, {[]string{srv.URL + "/"}, ScopeHost, false}} {
+		cfg := imported
+		cfg.Data = t.TempDir()
+		importFiles(t, cfg.Data, files...)
+		cfg.Seeds, cfg.Scope = c.seeds, c.scope
+		cr, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cr.ScopeIsEmpty(); got != c.empty {
+			t.Errorf("seeds %v, scope %s: ScopeIsEmpty %v, want %v", c.seeds, c.scope, got, c.empty)
+		}
+		cr.Close()
+	}
 	if s.NotModified != 2 {
 		t.Errorf("%d answered 304, want /a and /b", s.NotModified)
 	}
