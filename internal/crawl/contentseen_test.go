@@ -142,7 +142,7 @@ func TestRevisitOfACopyComparesWithThePayloadHeldHere(t *testing.T) {
 	var copies []Copy
 	for _, cs := range archived(t, src.Data) {
 		for _, cp := range cs {
-			copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+			copies = append(copies, captureCopy(t, srcDir, cp))
 		}
 	}
 	if len(copies) != 2 {

@@ -48,6 +48,7 @@ type result struct {
 	move       *relocation               // records carried over from a segment being compacted
 	revisit    *revisitOf                // the capture is a revisit of this record
 	simhash    uint64                    // of an HTML page's text
+	head       uint64                    // headOf the response; 0 for a 304, which answers nothing of its own
 }
 
 // visit is a leased URL's request: the robots.txt check, then the fetch,
@@ -179,7 +180,10 @@ func (c *Crawler) examine(ctx context.Context, r result, resp *fetch.Response, p
 		log.Warn("response truncated", "why", resp.Truncated, "bytes", len(resp.Raw))
 	}
 	digest := r.record.Header.Get("WARC-Payload-Digest")
-	if r.revisit = unchanged(prev, resp, digest); r.revisit != nil {
+	if resp.StatusCode != http.StatusNotModified {
+		r.head = headOf(resp.StatusCode, resp.Header, resp.URL)
+	}
+	if r.revisit = unchanged(prev, resp, digest, r.head); r.revisit != nil {
 		// The page is as it was: nothing new to store or to follow.
 		r.simhash = r.revisit.simhash
 		return r

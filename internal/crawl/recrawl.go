@@ -125,9 +125,10 @@ func (c *Crawler) holds(ctx context.Context, ref recrawl.Ref) (bool, error) {
 }
 
 // unchanged says how a fetched response relates to the last capture of its
-// URL: a 304 to a conditional request, or a 200 whose payload digest is the
-// last capture's, is a revisit of it; anything else is new content (nil).
-func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string) *revisitOf {
+// URL: a 304 to a conditional request, or a 200 whose payload digest and
+// head (headOf) are the last capture's, is a revisit of it; anything else
+// is new content (nil).
+func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string, head uint64) *revisitOf {
 	if prev == nil || !prev.Captured() {
 		return nil
 	}
@@ -135,7 +136,7 @@ func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string) *revisi
 	switch {
 	case resp.StatusCode == http.StatusNotModified && hasValidators(prev):
 		rv.profile = warc.ProfileServerNotModified
-	case resp.Truncated == "" && digest == prev.Digest && (prev.Head == 0 || prev.Head == headOf(resp.StatusCode, resp.Header, resp.URL)) &&
+	case resp.Truncated == "" && !prev.Changed(digest, head) &&
 		resp.StatusCode >= 200 && resp.StatusCode < 300 && payloadWorthDeduplicating(resp.Raw):
 		rv.profile = warc.ProfileIdenticalPayload
 	default:
@@ -207,11 +208,11 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 	case cp == nil:
 		e.State, _ = policy.First(now)
 	default:
-		head := old.Head // a 304 answers nothing of its own
-		if r.resp.StatusCode != http.StatusNotModified {
-			head = headOf(r.resp.StatusCode, r.resp.Header, r.resp.URL)
+		head := r.head
+		if head == 0 {
+			head = old.Head // a 304 answers nothing of its own
 		}
-		changed := !old.Captured() || cp.Digest != old.Digest || old.Head != 0 && head != old.Head
+		changed := !old.Captured() || old.Changed(cp.Digest, head)
 		if old.Captured() {
 			e.State, _ = policy.Next(old.State, now, changed)
 		} else {

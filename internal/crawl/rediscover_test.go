@@ -46,7 +46,7 @@ func TestRediscoverFollowsArchivedLinksOnly(t *testing.T) {
 			t.Fatalf("the fetching node archived %d URLs, want %s once", len(caps), u)
 		}
 		cp := caps[u][0]
-		copies = append(copies, Copy{Member: member(t, filepath.Join(src.Data, "warc"), warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+		copies = append(copies, captureCopy(t, filepath.Join(src.Data, "warc"), cp))
 		eachRecord(t, src.Data, func(rec *warc.Record, _ warc.Location, _ bool) {
 			if rec.Type() == warc.TypeMetadata {
 				p, err := ParseMetadata(rec.Block)

@@ -187,6 +187,7 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 	}
 	policy := c.cfg.Schedules.For(cp.URL)
 	e := old
+	changed := had && old.Changed(cp.Digest, f.head)
 	switch {
 	case !had:
 		e = recrawl.Entry{Key: key, URL: cp.URL}
@@ -201,7 +202,7 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 		return false, recrawl.Put(b, &old, e)
 	default:
 		e.URL = cp.URL
-		e.State, _ = policy.Next(old.State, cp.Time, copyChanged(old, cp, f))
+		e.State, _ = policy.Next(old.State, cp.Time, changed)
 	}
 	if f.etag != "" || cp.Status != http.StatusNotModified {
 		e.ETag = f.etag
@@ -213,7 +214,7 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 	if f.head != 0 || cp.Status != http.StatusNotModified {
 		e.Head = f.head
 	}
-	if had && copyChanged(old, cp, f) {
+	if changed {
 		// The links of a changed page are its new capture's: its
 		// metadata record's (noteMetadata), or none.
 		e.Links = nil
@@ -239,12 +240,6 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 		prev = &old
 	}
 	return true, recrawl.Put(b, prev, e)
-}
-
-// copyChanged says whether a copied capture cp, with facts f, shows its
-// page changed since the visit entry e knows of, as noteVisit would.
-func copyChanged(e recrawl.Entry, cp index.Capture, f copyFacts) bool {
-	return cp.Digest != e.Digest || e.Head != 0 && f.head != 0 && f.head != e.Head
 }
 
 // noteMetadata gives the re-crawl entry of a copied capture what its

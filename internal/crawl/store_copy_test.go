@@ -85,12 +85,15 @@ func TestCopiedErrorRevisitGivesNoValidators(t *testing.T) {
 }
 
 // A revisit has no text to hash: a node that stores a copy of one gives it
-// its original's SimHash when it holds the original, and otherwise the
-// one the owner sent, so that every replica collapses near-duplicates
-// alike.
+// its original's SimHash when it holds the original and that has one, and
+// otherwise the one the owner sent, so that every replica collapses
+// near-duplicates alike.
 func TestCopiedRevisitKeepsSimHash(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/gone" {
+			w.WriteHeader(http.StatusNotFound)
+		}
 		io.WriteString(w, "<html><body><h1>Mirror</h1><p>The same page served at two addresses of the site.</p></body></html>")
 	}))
 	defer srv.Close()
@@ -120,6 +123,19 @@ func TestCopiedRevisitKeepsSimHash(t *testing.T) {
 	if got := stored(copyOf(caps[a][0]), copyOf(wrong)); got.SimHash != want {
 		t.Errorf("a revisit copied with its original has SimHash %016x, the original's %016x", got.SimHash, want)
 	}
+
+	// An original without one (an error page with the same body) does not
+	// outweigh the owner's.
+	gone, page := srv.URL+"/gone", srv.URL+"/page"
+	_, caps, copyOf = crawledOneByOne(t, gone, page)
+	if len(caps[gone]) != 1 || caps[gone][0].SimHash != 0 || len(caps[page]) != 1 || caps[page][0].Type != warc.TypeRevisit || caps[page][0].SimHash == 0 {
+		t.Fatalf("captures %+v and %+v; want a 404 without SimHash and a revisit of it with one", caps[gone], caps[page])
+	}
+	dst := testConfig(t, "")
+	storeCopies(t, dst, copyOf(caps[gone][0]), copyOf(caps[page][0]))
+	if got := archived(t, dst.Data)[page]; len(got) != 1 || got[0].SimHash != caps[page][0].SimHash {
+		t.Errorf("a revisit copied with a 404 original: %+v, want the owner's SimHash %016x", got, caps[page][0].SimHash)
+	}
 }
 
 // crawledOneByOne crawls each of urls in a run of its own, robots.txt
@@ -135,6 +151,13 @@ func crawledOneByOne(t *testing.T, urls ...string) (Config, map[string][]index.C
 	}
 	srcDir := filepath.Join(src.Data, "warc")
 	return src, archived(t, src.Data), func(cp index.Capture) Copy {
-		return Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp}
+		return captureCopy(t, srcDir, cp)
 	}
+}
+
+// captureCopy is the copy of capture cp, whose record is in the WARC
+// directory dir, as replication sends it.
+func captureCopy(t *testing.T, dir string, cp index.Capture) Copy {
+	t.Helper()
+	return Copy{Member: member(t, dir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp}
 }

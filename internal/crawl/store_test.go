@@ -3,7 +3,6 @@ package crawl
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -49,7 +48,7 @@ func TestStoreCopies(t *testing.T) {
 	for _, cs := range archived(t, src.Data) {
 		for _, cp := range cs {
 			cp := cp
-			copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+			copies = append(copies, captureCopy(t, srcDir, cp))
 			want = append(want, cp)
 		}
 	}
@@ -193,7 +192,7 @@ func TestStoredRevisitKeepsItsOriginal(t *testing.T) {
 		for _, cp := range cs {
 			if cp.Type == warc.TypeRevisit && cp.Status == http.StatusNotModified {
 				cp := cp
-				copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+				copies = append(copies, captureCopy(t, srcDir, cp))
 			}
 		}
 	}
@@ -254,7 +253,7 @@ func TestCopiedPageKeepsItsHopCountsAndLinks(t *testing.T) {
 	for _, cs := range captures {
 		for _, cp := range cs {
 			cp := cp
-			copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+			copies = append(copies, captureCopy(t, srcDir, cp))
 			locs, err := local.CompanionLocations(cp)
 			if err != nil {
 				t.Fatal(err)
@@ -318,48 +317,6 @@ func TestCopiedPageKeepsItsHopCountsAndLinks(t *testing.T) {
 	}
 }
 
-// A copied revisit keeps the SimHash the node that fetched it gave it when
-// the first capture of its payload, held here too, has none (an error
-// page with the same body): collapse=simhash answers alike on every node
-// holding the capture.
-func TestCopiedRevisitKeepsItsSimHash(t *testing.T) {
-	const page = `<html><body><p>The very same page body is served under two addresses here.</p></body></html>`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html")
-		switch r.URL.Path {
-		case "/gone":
-			w.WriteHeader(http.StatusNotFound)
-			io.WriteString(w, page)
-		case "/page":
-			io.WriteString(w, page)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer srv.Close()
-	src := testConfig(t, "", srv.URL+"/gone")
-	src.IgnoreRobots = true
-	runCrawl(t, src)
-	src.Seeds = []string{srv.URL + "/page"}
-	runCrawl(t, src)
-	srcCaps := archived(t, src.Data)
-	pc := srcCaps[srv.URL+"/page"]
-	if len(pc) != 1 || pc[0].Type != warc.TypeRevisit || pc[0].SimHash == 0 {
-		t.Fatalf("source /page: %+v; want a revisit with a SimHash", pc)
-	}
-	srcDir := filepath.Join(src.Data, "warc")
-	var copies []Copy
-	for _, u := range []string{"/gone", "/page"} {
-		cp := srcCaps[srv.URL+u][0]
-		copies = append(copies, Copy{Member: member(t, srcDir, warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
-	}
-	dst := testConfig(t, "")
-	storeCopies(t, dst, copies...)
-	if dc := archived(t, dst.Data)[srv.URL+"/page"]; len(dc) != 1 || dc[0].SimHash != pc[0].SimHash {
-		t.Errorf("/page's revisit: SimHash %x on the node that fetched it, %v on its replica", pc[0].SimHash, dc)
-	}
-}
-
 // A copy of a newer capture gives the entry its status and media type
 // too: a page another node found as text/plain, which answers as HTML
 // again at this node's next visit, has changed, and is looked into. A
@@ -381,7 +338,7 @@ func TestCopyGivesItsEntryWhatThePageAnswered(t *testing.T) {
 	other.IgnoreRobots = true
 	runCrawl(t, other)
 	cp := archived(t, other.Data)[u][0]
-	storeCopies(t, here, Copy{Member: member(t, filepath.Join(other.Data, "warc"), warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+	storeCopies(t, here, captureCopy(t, filepath.Join(other.Data, "warc"), cp))
 	db, err := OpenDB(here.Data)
 	if err != nil {
 		t.Fatal(err)
@@ -400,7 +357,7 @@ func TestCopyGivesItsEntryWhatThePageAnswered(t *testing.T) {
 	down.IgnoreRobots = true
 	runCrawl(t, down)
 	cp = archived(t, down.Data)[u][0]
-	storeCopies(t, here, Copy{Member: member(t, filepath.Join(down.Data, "warc"), warc.Location{Segment: cp.Segment, Offset: cp.Offset, Length: cp.Length}), Capture: &cp})
+	storeCopies(t, here, captureCopy(t, filepath.Join(down.Data, "warc"), cp))
 	db, err = OpenDB(here.Data)
 	if err != nil {
 		t.Fatal(err)

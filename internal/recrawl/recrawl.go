@@ -85,6 +85,13 @@ type Entry struct {
 // Captured reports whether the last visit left a capture to compare with.
 func (e *Entry) Captured() bool { return e.Payload.RecordID != "" }
 
+// Changed reports whether a capture with this payload digest and head
+// (HeadHash) shows the page changed since the entry's last capture. A head
+// not known, on either side (0), is not compared.
+func (e *Entry) Changed(digest string, head uint64) bool {
+	return digest != e.Digest || e.Head != 0 && head != 0 && head != e.Head
+}
+
 // HasLink reports whether the last changed capture linked to u.
 func (e *Entry) HasLink(h uint64) bool {
 	_, ok := slices.BinarySearch(e.Links, h)
