@@ -66,8 +66,7 @@ func TestRevisitDoesNotKeepPointingAtALostPayload(t *testing.T) {
 	first := recrawl.Ref{URL: "http://other.example/lib.js", Time: at, RecordID: "<urn:uuid:00000000-0000-0000-0000-0000000000a1>"}
 	again := recrawl.Ref{URL: "http://third.example/lib.js", Time: at.Add(time.Hour), RecordID: "<urn:uuid:00000000-0000-0000-0000-0000000000a2>"}
 	d := &networkDedup{ref: first}
-	cfg := testConfig(t, "", u)
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, u)
 	cfg.Dedup = d
 	runCrawl(t, cfg)
 	revisit := cfg
@@ -134,8 +133,7 @@ func TestRevisitOfACopyComparesWithThePayloadHeldHere(t *testing.T) {
 		io.WriteString(w, body)
 	}))
 	defer srv.Close()
-	src := testConfig(t, "", srv.URL+"/a", srv.URL+"/b")
-	src.IgnoreRobots = true
+	src := directConfig(t, srv.URL+"/a", srv.URL+"/b")
 	src.Workers = 1 // /b a revisit of /a
 	runCrawl(t, src)
 	srcDir := filepath.Join(src.Data, "warc")
@@ -148,8 +146,7 @@ func TestRevisitOfACopyComparesWithThePayloadHeldHere(t *testing.T) {
 	if len(copies) != 2 {
 		t.Fatalf("%d captures, want /a and /b", len(copies))
 	}
-	dst := testConfig(t, "")
-	dst.IgnoreRobots = true
+	dst := directConfig(t)
 	storeCopies(t, dst, copies...)
 	mu.Lock()
 	clear(conditional)

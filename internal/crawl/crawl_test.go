@@ -51,6 +51,14 @@ func testConfig(t *testing.T, proxy string, seeds ...string) Config {
 	}
 }
 
+// directConfig is testConfig for a crawl straight to an httptest server,
+// which serves no robots.txt worth asking for.
+func directConfig(t *testing.T, seeds ...string) Config {
+	cfg := testConfig(t, "", seeds...)
+	cfg.IgnoreRobots = true
+	return cfg
+}
+
 func runCrawl(t *testing.T, cfg Config) Stats {
 	t.Helper()
 	c, err := Open(cfg)

@@ -46,8 +46,7 @@ func TestRecrawlRevisitsPageBehindSlashRedirect(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	cfg := testConfig(t, "", srv.URL+"/dir")
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, srv.URL+"/dir")
 	runCrawl(t, cfg)
 	if c := archived(t, cfg.Data)[srv.URL+"/dir/"]; len(c) != 1 {
 		t.Fatalf("first crawl: %d captures of /dir/, want 1", len(c))
@@ -97,8 +96,7 @@ func TestRecrawlSendsOnlyItsOwnValidators(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	cfg := testConfig(t, "", srv.URL+"/news")
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, srv.URL+"/news")
 	runCrawl(t, cfg)
 	all := cfg
 	all.RecrawlAll = true
@@ -137,8 +135,7 @@ func TestRecrawlRevisitsCaseVariants(t *testing.T) {
 	}))
 	defer srv.Close()
 	upper, lower := srv.URL+"/v?id=Ab3", srv.URL+"/v?id=ab3"
-	cfg := testConfig(t, "", upper, lower)
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, upper, lower)
 	runCrawl(t, cfg)
 	if c := archived(t, cfg.Data); len(c[upper]) != 1 || len(c[lower]) != 1 {
 		t.Fatalf("first crawl: %d and %d captures; want each URL once", len(c[upper]), len(c[lower]))
@@ -179,8 +176,7 @@ func TestFailedRevisitTakesNewBounds(t *testing.T) {
 		io.WriteString(w, "<html><body><p>a page</p></body></html>")
 	}))
 	page := srv.URL + "/"
-	cfg := testConfig(t, "", page)
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, page)
 	runCrawl(t, cfg)
 
 	// A re-crawl of everything stops while the revisit is in flight: the URL

@@ -312,8 +312,7 @@ func TestRecrawlKeepsFirstURL(t *testing.T) {
 	defer srv.Close()
 	plain := srv.URL + "/"
 	variant := srv.URL + "/;jsessionid=0123456789ABCDEF0123456789ABCDEF"
-	cfg := testConfig(t, "", plain, variant)
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, plain, variant)
 	runCrawl(t, cfg)
 	all := cfg
 	all.RecrawlAll = true
@@ -364,8 +363,7 @@ func TestRecrawlTrustsOnlyWholeCaptures(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	cfg := testConfig(t, "", srv.URL+"/long", srv.URL+"/error", srv.URL+"/always304")
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, srv.URL+"/long", srv.URL+"/error", srv.URL+"/always304")
 	cfg.MaxBodySize = 2000
 	runCrawl(t, cfg)
 	before := archived(t, cfg.Data)
@@ -465,8 +463,7 @@ func TestRevisitCountsOfDuplicates(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	cfg := testConfig(t, "", srv.URL+"/missing.js")
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, srv.URL+"/missing.js")
 	runCrawl(t, cfg)
 	cfg.Seeds = []string{srv.URL + "/x.js", srv.URL + "/noetag.js"}
 	if s := runCrawl(t, cfg); s.Duplicates != 2 {
@@ -641,8 +638,7 @@ func TestRecrawlOfImportSchedulesEveryURL(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	cfg := testConfig(t, "", srv.URL+"/")
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, srv.URL+"/")
 	runCrawl(t, cfg)
 	files := segments(t, cfg.Data)
 	resource := "WARC/1.1\r\nWARC-Type: resource\r\nWARC-Record-ID: <urn:uuid:11111111-2222-3333-4444-555555555555>\r\n" +
@@ -693,8 +689,7 @@ func TestRecrawlOfImportFetchesEachURLOnce(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	cfg := testConfig(t, "", srv.URL+"/")
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, srv.URL+"/")
 	runCrawl(t, cfg)
 	files := segments(t, cfg.Data)
 	imported := cfg
@@ -751,8 +746,7 @@ func TestRecrawlSeedQueuedByALaterRun(t *testing.T) {
 		io.WriteString(w, "<html><body>hi</body></html>")
 	}))
 	defer srv.Close()
-	cfg := testConfig(t, "", srv.URL+"/new")
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, srv.URL+"/new")
 	cfg.Recrawl = true
 	c, err := Open(cfg)
 	if err != nil {
@@ -858,8 +852,7 @@ func recrawlPage(t *testing.T, p *servedPage, answers ...func()) (map[string][]i
 	t.Helper()
 	srv := httptest.NewServer(p)
 	defer srv.Close()
-	cfg := testConfig(t, "", srv.URL+"/page")
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, srv.URL+"/page")
 	runCrawl(t, cfg)
 	all := cfg
 	all.Seeds, all.RecrawlAll = nil, true

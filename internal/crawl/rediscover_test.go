@@ -37,8 +37,7 @@ func TestRediscoverFollowsArchivedLinksOnly(t *testing.T) {
 	var copies []Copy
 	read := map[string]Page{} // what their metadata records say
 	for _, u := range []string{home, a} {
-		src := testConfig(t, "", u)
-		src.IgnoreRobots = true
+		src := directConfig(t, u)
 		src.MaxPages = 1
 		runCrawl(t, src)
 		caps := archived(t, src.Data)
@@ -63,8 +62,7 @@ func TestRediscoverFollowsArchivedLinksOnly(t *testing.T) {
 		t.Fatalf("the home page's metadata record reads %+v; want 3 outlinks and depth 0", homePage)
 	}
 
-	dst := testConfig(t, "")
-	dst.IgnoreRobots = true
+	dst := directConfig(t)
 	dst.MaxDepth = 2
 	dst.Router = &halfRouter{mine: map[string]bool{urlkey.Site(home): true}, routed: map[string]int{}}
 	cr, stop := running(t, dst)

@@ -108,8 +108,7 @@ func crawledSite(t *testing.T, pages int) (Config, *httptest.Server, <-chan stru
 		sitePage(w, r.URL.Path, pages)
 	}))
 	t.Cleanup(srv.Close)
-	cfg := testConfig(t, "", srv.URL+"/")
-	cfg.IgnoreRobots = true
+	cfg := directConfig(t, srv.URL+"/")
 	cfg.Workers = 2
 	runCrawl(t, cfg)
 	return cfg, srv, stop
@@ -199,8 +198,7 @@ func TestRunRetriesFailedFetches(t *testing.T) {
 	}
 
 	down, tries := serve(-1)
-	cfg = testConfig(t, "", down.URL+"/")
-	cfg.IgnoreRobots = true
+	cfg = directConfig(t, down.URL+"/")
 	cfg.Retries, cfg.RetryWait = 2, 10*time.Millisecond
 	s = runCrawl(t, cfg)
 	if n := tries("/"); n != 1+cfg.Retries || s.Deferred != 1 || s.Retried != int64(cfg.Retries) || s.New != 0 {

@@ -52,8 +52,7 @@ func TestCopiedErrorRevisitGivesNoValidators(t *testing.T) {
 	se, _, _ := recrawl.Get(srcDB, b)
 	srcDB.Close()
 
-	dst := testConfig(t, "")
-	dst.IgnoreRobots = true
+	dst := directConfig(t)
 	storeCopies(t, dst, copies...)
 	dstDB, err := OpenDB(dst.Data)
 	if err != nil {
@@ -143,8 +142,7 @@ func TestCopiedRevisitKeepsSimHash(t *testing.T) {
 // URL), and a function that makes a capture's copy as replication sends it.
 func crawledOneByOne(t *testing.T, urls ...string) (Config, map[string][]index.Capture, func(index.Capture) Copy) {
 	t.Helper()
-	src := testConfig(t, "")
-	src.IgnoreRobots = true
+	src := directConfig(t)
 	for _, u := range urls {
 		src.Seeds = []string{u}
 		runCrawl(t, src)

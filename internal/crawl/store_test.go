@@ -327,15 +327,13 @@ func TestCopyGivesItsEntryWhatThePageAnswered(t *testing.T) {
 	srv := httptest.NewServer(p)
 	defer srv.Close()
 	u := srv.URL + "/page"
-	here := testConfig(t, "", u)
-	here.IgnoreRobots = true
+	here := directConfig(t, u)
 	runCrawl(t, here)
 	// The copy must be of a later second than this node's visit, which a
 	// copy of the same second would not replace.
 	time.Sleep(1100 * time.Millisecond)
 	p.set(200, "text/plain", "", linkingPage)
-	other := testConfig(t, "", u)
-	other.IgnoreRobots = true
+	other := directConfig(t, u)
 	runCrawl(t, other)
 	cp := archived(t, other.Data)[u][0]
 	storeCopies(t, here, captureCopy(t, filepath.Join(other.Data, "warc"), cp))
@@ -353,8 +351,7 @@ func TestCopyGivesItsEntryWhatThePageAnswered(t *testing.T) {
 	// comparing with the page.
 	time.Sleep(1100 * time.Millisecond)
 	p.set(503, "text/plain", "", "down for maintenance")
-	down := testConfig(t, "", u)
-	down.IgnoreRobots = true
+	down := directConfig(t, u)
 	runCrawl(t, down)
 	cp = archived(t, down.Data)[u][0]
 	storeCopies(t, here, captureCopy(t, filepath.Join(down.Data, "warc"), cp))
