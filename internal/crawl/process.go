@@ -114,6 +114,17 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 		prev = c.payloadStillArchived(ctx, prev)
 	}
 	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL, Header: conditional(prev)})
+	if err == nil && resp.StatusCode == http.StatusNotModified && hasValidators(prev) && !confirms(prev, resp.Header) {
+		// A server that judged by the date alone while its ETag moved on
+		// (RFC 9111 §4.3.4: such a 304 freshens nothing): the page may
+		// have changed, and is fetched whole, compared by its payload.
+		log.Warn("304 Not Modified names other validators than were sent; fetching in full",
+			"etag", resp.Header.Get("ETag"), "last-modified", resp.Header.Get("Last-Modified"))
+		p := *prev
+		p.ETag, p.LastModified = "", ""
+		prev = &p
+		resp, err = c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL})
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			r.outcome = "cancelled"

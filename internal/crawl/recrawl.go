@@ -71,6 +71,35 @@ func conditional(prev *recrawl.Entry) http.Header {
 	return h
 }
 
+// confirms says whether a 304's headers h agree with the validators prev
+// sent: an ETag that matches If-None-Match (weakly, as RFC 9110 §13.1.2
+// has it), a Last-Modified no later than If-Modified-Since. A 304 without
+// them agrees; one that names another version does not.
+func confirms(prev *recrawl.Entry, h http.Header) bool {
+	if etag := h.Get("ETag"); etag != "" && prev.ETag != "" && strings.TrimPrefix(etag, "W/") != strings.TrimPrefix(prev.ETag, "W/") {
+		return false
+	}
+	if lm := h.Get("Last-Modified"); lm != "" && prev.LastModified != "" && lm != prev.LastModified {
+		now, err1 := http.ParseTime(lm)
+		sent, err2 := http.ParseTime(prev.LastModified)
+		return err1 == nil && err2 == nil && !now.After(sent)
+	}
+	return true
+}
+
+// maxValidator is the longest ETag or Last-Modified kept for a revisit
+// (real ones are tens of bytes): a hostile server's megabyte would be
+// held in every entry read and sent back with every visit.
+const maxValidator = 1 << 10
+
+// validator returns v if it is short enough to keep, else "".
+func validator(v string) string {
+	if len(v) > maxValidator {
+		return ""
+	}
+	return v
+}
+
 // hasValidators says whether a fetch after prev is conditional.
 func hasValidators(prev *recrawl.Entry) bool {
 	return prev != nil && prev.Captured() && (prev.ETag != "" || prev.LastModified != "")
@@ -195,6 +224,12 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 			Redirects: r.lease.Redirects, OffScopeHops: r.lease.OffScopeHops}
 	}
 	switch {
+	case cp == nil && had && (r.outcome == "error" || r.outcome == "robots"):
+		// A page that cannot be archived (an answer that is not HTTP, a
+		// name that no longer resolves) or may not be (robots.txt): as
+		// for a server error, a visit that found no change, which backs
+		// off a page that stays so, and keeps its last capture's fields.
+		e.State, _ = policy.Next(old.State, now, false)
 	case cp == nil && had:
 		// Nothing learnt of the page: try again after its interval, within
 		// the rules as they are now (a URL queued when they changed was
@@ -221,15 +256,15 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 		switch code := r.resp.StatusCode; {
 		case code == http.StatusNotModified:
 			// A 304 may send new validators (RFC 9110 §15.4.5).
-			if v := r.resp.Header.Get("ETag"); v != "" {
+			if v := validator(r.resp.Header.Get("ETag")); v != "" {
 				e.ETag = v
 			}
-			if v := r.resp.Header.Get("Last-Modified"); v != "" {
+			if v := validator(r.resp.Header.Get("Last-Modified")); v != "" {
 				e.LastModified = v
 			}
 		case code >= 200 && code < 300 && r.resp.Truncated == "":
-			e.ETag = r.resp.Header.Get("ETag")
-			e.LastModified = r.resp.Header.Get("Last-Modified")
+			e.ETag = validator(r.resp.Header.Get("ETag"))
+			e.LastModified = validator(r.resp.Header.Get("Last-Modified"))
 		default:
 			// Only a whole 2xx capture can stand for the page: a 304 to
 			// a truncated one would keep the cut copy for good, and
@@ -377,7 +412,7 @@ func (c *Crawler) validators(cp, orig index.Capture) (etag, lastModified string)
 		if err != nil || wh.Get("WARC-Truncated") != "" {
 			continue // only a whole capture may be kept by a 304
 		}
-		if etag, lastModified = h.Get("ETag"), h.Get("Last-Modified"); etag != "" || lastModified != "" {
+		if etag, lastModified = validator(h.Get("ETag")), validator(h.Get("Last-Modified")); etag != "" || lastModified != "" {
 			return etag, lastModified
 		}
 	}
@@ -553,7 +588,10 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 			}
 		}
 		e := recrawl.Entry{URL: cp.URL, Digest: cp.Digest, MIME: cp.MIME, SimHash: cp.SimHash, Due: now}
-		e.State, _ = c.cfg.Schedules.For(cp.URL).First(now)
+		// Last visited when captured, however long ago: a change found
+		// at the first revisit then spans that time, not the moments
+		// since this scheduling.
+		e.State, _ = c.cfg.Schedules.For(cp.URL).First(cp.Time)
 		orig := cp
 		if cp.Type != warc.TypeRevisit {
 			e.Payload = refTo(cp)

@@ -2,6 +2,7 @@ package crawl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -663,6 +664,21 @@ func TestRecrawlOfImportSchedulesEveryURL(t *testing.T) {
 			t.Errorf("%s: captures %v, want the import's and a revisit", u, cs)
 		}
 	}
+	// The schedule counts from each capture's time: a page found
+	// unchanged since 2024 comes back later than one captured moments
+	// before its revisit.
+	db, err := OpenDB(imported.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	def := imported.Schedules.For(srv.URL + "/").Default
+	for u, longer := range map[string]bool{"/": false, "/file.html": true} {
+		e, ok, err := recrawl.Get(db, srv.URL+u)
+		if err != nil || !ok || (e.State.Interval > def) != longer {
+			t.Errorf("%s: after its first revisit, interval %v (%v %v); want it over %v: %v", u, e.State.Interval, ok, err, def, longer)
+		}
+	}
 }
 
 // A re-crawl of an imported archive fetches each URL once, as one of a
@@ -819,6 +835,8 @@ func TestChainsStayBoundedThroughRecrawls(t *testing.T) {
 
 // servedPage serves one page whose answer the test sets: status, media
 // type, Location and body.
+// servedPage serves /page as set: with status 0, an answer that is not
+// HTTP.
 type servedPage struct {
 	mu                   sync.Mutex
 	status               int
@@ -838,6 +856,16 @@ func (p *servedPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.status == 0 {
+		// Not HTTP: an answer that cannot be archived.
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			buf.WriteString("HTTP/1.1 200 OK\r\nno colon here\r\n\r\n")
+			buf.Flush()
+			conn.Close()
+		}
+		return
+	}
 	w.Header().Set("Content-Type", p.mime)
 	if p.location != "" {
 		w.Header().Set("Location", p.location)
@@ -847,8 +875,9 @@ func (p *servedPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // recrawlPage crawls p's /page once, then revisits it after each of
-// answers, and returns the captures by path and the page's entry.
-func recrawlPage(t *testing.T, p *servedPage, answers ...func()) (map[string][]index.Capture, recrawl.Entry) {
+// answers, as it falls due, and returns the captures by path and the
+// page's entry.
+func recrawlPage(t *testing.T, p http.Handler, answers ...func()) (map[string][]index.Capture, recrawl.Entry) {
 	t.Helper()
 	srv := httptest.NewServer(p)
 	defer srv.Close()
@@ -858,6 +887,7 @@ func recrawlPage(t *testing.T, p *servedPage, answers ...func()) (map[string][]i
 	all.Seeds, all.RecrawlAll = nil, true
 	for _, answer := range answers {
 		answer()
+		lastVisitAnIntervalAgo(t, cfg.Data, srv.URL+"/page")
 		runCrawl(t, all)
 	}
 	caps := map[string][]index.Capture{}
@@ -874,6 +904,28 @@ func recrawlPage(t *testing.T, p *servedPage, answers ...func()) (map[string][]i
 		t.Fatalf("entry: %v %v", ok, err)
 	}
 	return caps, e
+}
+
+// lastVisitAnIntervalAgo moves the last visit of u's entry back by its
+// interval: a revisit now comes when it is due, and its schedule counts
+// it as such, not as one made seconds after the last.
+func lastVisitAnIntervalAgo(t *testing.T, data, u string) {
+	t.Helper()
+	db, err := OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := db.NewIndexedBatch()
+	e, ok, err := recrawl.Get(b, u)
+	if err != nil || !ok {
+		t.Fatalf("%s: no entry (%v)", u, err)
+	}
+	old := e
+	e.State.LastVisit = e.State.LastVisit.Add(-e.State.Interval)
+	if err := errors.Join(recrawl.Put(b, &old, e), b.Commit(pebble.Sync)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 const linkingPage = `<html><body><p>A page with enough words in it to be worth comparing.</p><a href="/x">x</a></body></html>`
@@ -911,16 +963,30 @@ func TestRecrawlRedirectWithAFreshSessionIDIsNoChange(t *testing.T) {
 }
 
 // A page that stays down is visited less and less often, as one that
-// does not change: each error is a visit that found no change.
+// does not change: each error, archived (a 503) or not (an answer that
+// is not HTTP), is a visit that found no change, and the page is still
+// what its last capture was.
 func TestRecrawlBacksOffAPageThatStaysDown(t *testing.T) {
-	p := &servedPage{}
-	p.set(200, "text/html", "", linkingPage)
-	down := func() { p.set(503, "text/plain", "", "down") }
-	all, e := recrawlPage(t, p, down, down, down)
-	first, _ := schedule.DefaultPolicy().First(time.Now())
-	if len(all["/page"]) != 4 || e.State.Visits != 3 || e.State.Changes != 0 || e.State.Interval <= first.Interval {
-		t.Errorf("after three 503s: %d captures, state %+v; want 3 visits, no change, an interval over %v",
-			len(all["/page"]), e.State, first.Interval)
+	for _, c := range []struct {
+		name     string
+		status   int // 0: not HTTP
+		captures int
+	}{{"503", 503, 4}, {"not HTTP", 0, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &servedPage{}
+			p.set(200, "text/html", "", linkingPage)
+			down := func() { p.set(c.status, "text/plain", "", "down") }
+			all, e := recrawlPage(t, p, down, down, down)
+			first, _ := schedule.DefaultPolicy().First(time.Now())
+			caps := all["/page"]
+			if len(caps) != c.captures || e.State.Visits != 3 || e.State.Changes != 0 || e.State.Interval <= first.Interval {
+				t.Errorf("after three: %d captures, state %+v; want %d, 3 visits, no change, an interval over %v",
+					len(caps), e.State, c.captures, first.Interval)
+			}
+			if e.Digest != caps[0].Digest || !e.HasLink(recrawl.LinkHash(strings.TrimSuffix(caps[0].URL, "/page")+"/x")) {
+				t.Errorf("the entry compares with digest %s and links %v; want the page's first capture, %s with its link", e.Digest, e.Links, caps[0].Digest)
+			}
+		})
 	}
 }
 

@@ -151,7 +151,7 @@ func recordFacts(rec *warc.Record) copyFacts {
 		// send new validators; one of an error page (all of a site's 404s
 		// share a body) makes no revisit conditional, as noteVisit has it.
 		if status >= 200 && status < 300 || status == http.StatusNotModified {
-			f.etag, f.lastModified = h.Get("ETag"), h.Get("Last-Modified")
+			f.etag, f.lastModified = validator(h.Get("ETag")), validator(h.Get("Last-Modified"))
 		}
 		when, err := warc.ParseDate(rec.Header.Get("WARC-Refers-To-Date"))
 		uri, id := rec.Header.Get("WARC-Refers-To-Target-URI"), rec.Header.Get("WARC-Refers-To")
@@ -163,7 +163,7 @@ func recordFacts(rec *warc.Record) copyFacts {
 	if status >= 200 && status < 300 && rec.Header.Get("WARC-Truncated") == "" {
 		// As for the node's own visits (noteVisit): only a whole 2xx
 		// capture makes a revisit conditional.
-		f.etag, f.lastModified = h.Get("ETag"), h.Get("Last-Modified")
+		f.etag, f.lastModified = validator(h.Get("ETag")), validator(h.Get("Last-Modified"))
 	}
 	f.simhash = pageSimHash(status, h, rec.Block)
 	return f

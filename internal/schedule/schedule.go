@@ -132,7 +132,7 @@ func (p Policy) Next(s State, now time.Time, changed bool) (State, time.Time) {
 	// little more than Max about the rate, and a clock that went backwards
 	// says nothing, so both fall back to bounded values.
 	elapsed := prev
-	if !s.LastVisit.IsZero() && now.After(s.LastVisit) {
+	if !s.LastVisit.IsZero() && !now.Before(s.LastVisit) {
 		elapsed = now.Sub(s.LastVisit)
 	}
 	elapsed = min(max(elapsed, time.Second), p.Max, maxInterval)

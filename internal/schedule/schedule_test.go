@@ -85,8 +85,10 @@ func TestEarlyUnchangedVisitsDoNotGrow(t *testing.T) {
 	p := DefaultPolicy()
 	s, _ := p.First(t0)
 	now := t0
-	for range 5 {
-		now = now.Add(time.Second)
+	for i := range 5 {
+		// The first in the same second as the visit before: early, not
+		// a visit an interval later.
+		now = now.Add(time.Duration(i) * time.Second)
 		var due time.Time
 		s, due = p.Next(s, now, false)
 		if s.Interval != p.Default || !due.Equal(now.Add(p.Default)) {
