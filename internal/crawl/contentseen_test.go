@@ -16,11 +16,13 @@ import (
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
-// networkDedup is a content-seen test whose answer the test sets: the
-// capture the network names for any payload, or none.
+// networkDedup is a content-seen test whose answers the test sets: the
+// capture the digests' owner names for any payload, or none, and the
+// captures the network's archive holds besides it.
 type networkDedup struct {
 	mu      sync.Mutex
-	ref     recrawl.Ref // zero: the network holds no such payload
+	ref     recrawl.Ref // zero: the owner knows of no such payload
+	held    map[string]bool
 	lookups int
 }
 
@@ -28,6 +30,21 @@ func (d *networkDedup) set(ref recrawl.Ref) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.ref = ref
+}
+
+func (d *networkDedup) hold(ref recrawl.Ref, held bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held == nil {
+		d.held = map[string]bool{}
+	}
+	d.held[ref.RecordID] = held
+}
+
+func (d *networkDedup) Holds(_ context.Context, _ string, ref recrawl.Ref) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.held[ref.RecordID], nil
 }
 
 func (d *networkDedup) Lookup(context.Context, string) (recrawl.Ref, bool, error) {
@@ -95,14 +112,24 @@ func TestRevisitDoesNotKeepPointingAtALostPayload(t *testing.T) {
 			c.Type, rec.Header.Get("WARC-Profile"), rec.Header.Get("WARC-Refers-To"), again.RecordID)
 	}
 
-	// Now no node holds it.
+	// The owner lost its registry (a node failed), but the capture is
+	// still archived: the revisit keeps pointing at it.
 	d.set(recrawl.Ref{})
+	d.hold(again, true)
+	runCrawl(t, revisit)
+	if c, rec := last(); c.Type != warc.TypeRevisit || rec.Header.Get("WARC-Refers-To") != again.RecordID {
+		t.Fatalf("after the owner forgot the payload: %s referring to %q, want a revisit of %s, still archived",
+			c.Type, rec.Header.Get("WARC-Refers-To"), again.RecordID)
+	}
+
+	// Now no node holds it.
+	d.hold(again, false)
 	runCrawl(t, revisit)
 	if c, _ := last(); c.Type != warc.TypeResponse {
 		t.Fatalf("after the payload was lost: %s, want the payload stored", c.Type)
 	}
 	mu.Lock()
-	if want := []bool{false, true, false}; !slices.Equal(conditional, want) {
+	if want := []bool{false, true, true, false}; !slices.Equal(conditional, want) {
 		t.Errorf("requests conditional: %v, want %v", conditional, want)
 	}
 	mu.Unlock()

@@ -33,6 +33,11 @@ type Dedup interface {
 	// (the digest's owner cannot be asked) makes the crawler store the
 	// payload: a miss never loses data.
 	Lookup(ctx context.Context, digest string) (recrawl.Ref, bool, error)
+	// Holds says whether the network still archives the response
+	// capture ref names, with this payload digest: the owner's entry
+	// for a payload can go with a node that failed while the capture
+	// lives on its replicas.
+	Holds(ctx context.Context, digest string, ref recrawl.Ref) (bool, error)
 	// Stored tells of new response captures once they are durable.
 	Stored(caps []index.Capture)
 }
@@ -109,10 +114,12 @@ func hasValidators(prev *recrawl.Entry) bool {
 // A URL whose payload this node does not hold (a revisit of a capture on
 // another node) has it asked of the network again: a pointer to a capture
 // since lost would otherwise pass to every later revisit, even after a
-// fetch of the payload whole. When the network no longer has the payload,
-// the fetch is unconditional and compares with nothing, so the payload is
-// stored; when the network cannot be asked, the pointer stays, as good as
-// when it was made.
+// fetch of the payload whole. The digest's owner names where the payload
+// is now; when it names none, the capture pointed at is looked for in the
+// network's archive (the owner's entry may have gone with a failed node).
+// When the network no longer has the payload, the fetch is unconditional
+// and compares with nothing, so the payload is stored; when the network
+// cannot be asked, the pointer stays, as good as when it was made.
 func (c *Crawler) payloadStillArchived(ctx context.Context, prev *recrawl.Entry) *recrawl.Entry {
 	if c.cfg.Dedup == nil || !prev.Captured() || prev.Digest == "" {
 		return prev
@@ -130,6 +137,9 @@ func (c *Crawler) payloadStillArchived(ctx context.Context, prev *recrawl.Entry)
 	if ok && ref.RecordID != "" {
 		e.Payload = ref
 		return &e
+	}
+	if held, err := c.cfg.Dedup.Holds(ctx, prev.Digest, prev.Payload); err != nil || held {
+		return prev
 	}
 	c.cfg.Logger.Info("the payload of the last capture is no longer archived; fetching in full", "url", prev.URL, "digest", prev.Digest)
 	e.ETag, e.LastModified, e.Digest = "", "", ""

@@ -90,7 +90,7 @@ func (s *contentSeen) Lookup(ctx context.Context, digest string) (recrawl.Ref, b
 	if seen && v.ref == ref && now.Sub(v.at) < verifiedFor {
 		return ref, true, nil
 	}
-	held, err := s.holds(ctx, digest, ref)
+	held, err := s.Holds(ctx, digest, ref)
 	if err != nil {
 		return recrawl.Ref{}, false, fmt.Errorf("node: is the capture of %s still archived: %w", digest, err)
 	}
@@ -113,9 +113,9 @@ func (s *contentSeen) Lookup(ctx context.Context, digest string) (recrawl.Ref, b
 	return ref, true, nil
 }
 
-// holds reports whether the archive has the response capture ref names,
-// with this payload digest.
-func (s *contentSeen) holds(ctx context.Context, digest string, ref recrawl.Ref) (bool, error) {
+// Holds reports whether the network's archive has the response capture
+// ref names, with this payload digest.
+func (s *contentSeen) Holds(ctx context.Context, digest string, ref recrawl.Ref) (bool, error) {
 	key, err := urlkey.SURT(ref.URL)
 	if err != nil {
 		return false, nil // names no URL: nothing to point at

@@ -119,8 +119,9 @@ type Queue struct {
 	// does not count it gone twice.
 	stagedDel map[string]struct{}
 	// abandoned holds the captures (as under) a copy of which was not
-	// queued (Add refused it) or was dropped unsent: some replica may
-	// lack them for good. At most maxAbandoned are remembered.
+	// queued (Add refused it), was dropped unsent, or was taken back by
+	// Retarget with no peer to take it instead: some replica may lack
+	// them for good. At most maxAbandoned are remembered.
 	abandoned map[uint64]struct{}
 	wake      chan struct{} // Committed → Run
 	running   bool
@@ -376,11 +377,13 @@ func (q *Queue) Retarget(b *pebble.Batch, replicas func(site string) []string) e
 		for _, t := range g.targets {
 			have[t] = true
 		}
+		unsent := 0 // peers whose copy is removed unsent
 		for id, keys := range g.queued {
 			have[id] = true
 			if slices.Contains(want, id) {
 				continue
 			}
+			unsent++
 			p := q.peer(id)
 			for _, k := range keys {
 				if err := b.Delete(k, nil); err != nil {
@@ -400,6 +403,12 @@ func (q *Queue) Retarget(b *pebble.Batch, replicas func(site string) []string) e
 				fresh = append(fresh, id)
 				have[id] = true
 			}
+		}
+		if unsent > len(fresh) {
+			// Copies no replica now stands in for (no other node is
+			// live): the capture is on fewer disks than it was due to
+			// be, until anti-entropy finds it.
+			q.abandon(g.hash)
 		}
 		targets := make([]string, 0, len(have))
 		for id := range have {
@@ -483,8 +492,9 @@ const (
 	CopiesArrived Copies = iota
 	// CopiesQueued: a copy is queued for a peer, not yet acknowledged.
 	CopiesQueued
-	// CopiesAbandoned: a copy was not queued (Add refused it) or was
-	// dropped unsent: a replica may lack the capture for good.
+	// CopiesAbandoned: a copy was not queued (Add refused it), was
+	// dropped unsent, or was taken back by Retarget with no peer to take
+	// it instead: a replica may lack the capture for good.
 	CopiesAbandoned
 )
 

@@ -767,3 +767,36 @@ func TestCopiesOf(t *testing.T) {
 		}
 	}
 }
+
+// A copy that Retarget takes back, its peer no longer a replica, and that
+// no other peer takes instead (none is live) leaves its capture on fewer
+// disks than it was due to be: given up, not arrived. One that another
+// peer takes stays on its way.
+func TestRetargetWithNoOneInsteadGivesTheCopyUp(t *testing.T) {
+	creds := network(t, 3)
+	b, c := creds[1].ID(), creds[2].ID()
+	res := &resolver{addrs: map[string]string{}} // nobody is live: nothing is sent
+	warcDir := t.TempDir()
+	entries := captures(t, warcDir, 2)
+	s := newSender(t, creds[0], t.TempDir(), warcDir, res, 0)
+	s.add(t, []string{b}, entries)
+	batch := s.db.NewIndexedBatch()
+	err := s.q.Retarget(batch, func(site string) []string {
+		if site == urlkey.SiteOfKey(entries[1].Capture.URLKey) {
+			return []string{c} // b's place is c's
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Commit(nil); err != nil {
+		t.Fatal(err)
+	}
+	s.q.Committed()
+	for i, want := range []Copies{CopiesAbandoned, CopiesQueued} {
+		if got := s.q.CopiesOf(entries[i].Capture); got != want {
+			t.Errorf("capture %d: %v, want %v", i, got, want)
+		}
+	}
+}
