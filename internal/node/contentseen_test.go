@@ -634,14 +634,19 @@ func TestRegistryMovesToANewOwner(t *testing.T) {
 }
 
 // waitRegistered waits until the nodes' content-seen registrations have
-// all reached their digests' owners.
+// all reached their digests' owners: none waiting for its capture's copies
+// to arrive (with more than one replica), none queued to send.
 func waitRegistered(t *testing.T, nodes ...*testNode) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for _, n := range nodes {
-		for n.dedup.Stats().Queued > 0 {
+		for {
+			s := n.contentSeen.stats()
+			if s.AwaitingCopies == 0 && s.Queued == 0 {
+				break
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d content-seen registrations still queued after a minute", n.name, n.dedup.Stats().Queued)
+				t.Fatalf("%s: %d content-seen registrations waiting for copies, %d queued, after a minute", n.name, s.AwaitingCopies, s.Queued)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
