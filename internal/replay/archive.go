@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
+	"golang.org/x/net/http/httpguts"
 )
 
 // maxCapturesListed bounds the captures of one URL read for a lookup; a URL
@@ -250,7 +249,10 @@ func (s *Server) ownPrevious(ctx context.Context, c index.Capture) (*response, b
 	return r, true
 }
 
-// parseResponse splits a raw HTTP/1.x response into status, headers and payload.
+// parseResponse splits a raw HTTP/1.x response into status, headers and
+// payload. The payload is framed by the headers parseHead keeps, not by a
+// strict second reading (warc.HTTPPayload), which would refuse a capture
+// for a header line that parseHead passes over.
 func parseResponse(raw []byte) (*response, error) {
 	end := warc.HTTPHeaderEnd(raw)
 	if end < 0 {
@@ -260,33 +262,66 @@ func parseResponse(raw []byte) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.payload, _, err = warc.HTTPPayload(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+	resp.payload = raw[end:]
+	if chunked(resp.header) {
+		resp.payload, _ = warc.Dechunk(resp.payload)
 	}
 	return resp, nil
 }
 
+// chunked reports whether h frames the payload in chunks.
+func chunked(h http.Header) bool {
+	return strings.Contains(strings.ToLower(h.Get("Transfer-Encoding")), "chunked")
+}
+
 // parseHead reads the status and headers of an HTTP/1.x response's header
-// section. Fields after a malformed line are dropped, unless none came
-// before it and a body follows (bodyFollows): such a response is damaged.
+// section, as browsers and other replay tools read it: a line that is not
+// a field — no colon, or a name that is no token, as in "X-Powered-By
+// PHP/5.2", which some servers send and crawlers archive as sent — is
+// passed over, and the fields around it are kept; a line beginning with a
+// space or tab continues the field before it (obs-fold, RFC 9112 §5.2).
+// Lines that are not fields with none that is, before a body
+// (bodyFollows), are taken for damage.
 func parseHead(section []byte, bodyFollows bool) (*response, error) {
-	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(section)))
-	line, err := tp.ReadLine()
-	if err != nil {
-		return nil, fmt.Errorf("%w: no HTTP status line", errCorrupt)
-	}
+	lines := strings.Split(string(section), "\n")
+	line := strings.TrimSuffix(lines[0], "\r")
 	_, rest, _ := strings.Cut(line, " ")
 	code, _, _ := strings.Cut(rest, " ")
 	status, err := strconv.Atoi(code)
 	if err != nil || status < 100 || status > 999 {
+		if line == "" {
+			return nil, fmt.Errorf("%w: no HTTP status line", errCorrupt)
+		}
 		return nil, fmt.Errorf("%w: bad HTTP status line %q", errCorrupt, truncate(line, 80))
 	}
-	mh, err := tp.ReadMIMEHeader()
-	if err != nil && len(mh) == 0 && bodyFollows {
-		return nil, fmt.Errorf("%w: bad HTTP headers: %v", errCorrupt, err)
+	h := http.Header{}
+	var last string // the field a continuation line adds to
+	var bad []string
+	for _, line := range lines[1:] {
+		line = strings.TrimSuffix(line, "\r")
+		if line == "" {
+			break
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if vs := h[last]; len(vs) > 0 {
+				vs[len(vs)-1] = strings.TrimLeft(vs[len(vs)-1]+" "+strings.Trim(line, " \t"), " ")
+				continue
+			}
+		}
+		name, value, ok := strings.Cut(line, ":")
+		name = strings.TrimRight(name, " \t")
+		if !ok || !httpguts.ValidHeaderFieldName(name) {
+			bad = append(bad, line)
+			last = ""
+			continue
+		}
+		last = textproto.CanonicalMIMEHeaderKey(name)
+		h[last] = append(h[last], strings.Trim(value, " \t"))
 	}
-	return &response{status: status, header: http.Header(mh)}, nil
+	if len(bad) > 0 && len(h) == 0 && bodyFollows {
+		return nil, fmt.Errorf("%w: bad HTTP header line %q", errCorrupt, truncate(bad[0], 80))
+	}
+	return &response{status: status, header: h}, nil
 }
 
 func truncate(s string, n int) string {

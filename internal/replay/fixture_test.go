@@ -109,7 +109,7 @@ func newTestArchiveVia(t testing.TB, fixtures []fixture, via func(*archive.Local
 		head := fmt.Sprintf("HTTP/1.1 %d %s\r\n%s%sContent-Length: %d\r\n\r\n", f.status, http.StatusText(f.status), f.header, enc, len(body))
 		raw := append([]byte(head), body...)
 		when := ts(f.at)
-		rec, err := warc.NewResponse(f.url, when, raw)
+		rec, err := responseRecord(f.url, when, raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,6 +195,28 @@ func newTestArchiveVia(t testing.TB, fixtures []fixture, via func(*archive.Local
 	t.Cleanup(a.ui.Close)
 	t.Cleanup(a.content.Close)
 	return a
+}
+
+// responseRecord is warc.NewResponse for a fixture's raw response, which
+// may hold a header line that is not a field ("X-Powered-By PHP/5.2"):
+// warc.NewResponse reads the head strictly and refuses it, but an imported
+// WARC can hold one. The payload is then the bytes after the head.
+func responseRecord(uri string, when time.Time, raw []byte) (*warc.Record, error) {
+	rec, err := warc.NewResponse(uri, when, raw)
+	if err == nil {
+		return rec, nil
+	}
+	end := warc.HTTPHeaderEnd(raw)
+	if end < 0 {
+		return nil, err
+	}
+	rec, err = warc.NewResponse(uri, when, append([]byte("HTTP/1.1 200 OK\r\n\r\n"), raw[end:]...))
+	if err != nil {
+		return nil, err
+	}
+	rec.Block = raw
+	rec.Header.Set("WARC-Block-Digest", warc.Digest(raw))
+	return rec, nil
 }
 
 func parseHeaderLines(s string) map[string][]string {

@@ -10,7 +10,6 @@ import (
 	"net/http/httputil"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -159,7 +158,7 @@ func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, *wa
 			return nil, nil, err
 		}
 		body.skip, body.size = int64(len(section)), b.Length-int64(len(section))
-		if strings.Contains(strings.ToLower(resp.header.Get("Transfer-Encoding")), "chunked") {
+		if chunked(resp.header) {
 			body.size = -1
 		}
 	}

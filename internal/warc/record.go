@@ -205,16 +205,19 @@ func HTTPPayload(raw []byte) (payload []byte, truncated bool, err error) {
 	if !strings.Contains(te, "chunked") {
 		return body, false, nil
 	}
-	return dechunk(body)
+	payload, truncated = Dechunk(body)
+	return payload, truncated, nil
 }
 
-// dechunk removes chunked framing, tolerating a cut-off tail.
-func dechunk(b []byte) ([]byte, bool, error) {
+// Dechunk removes chunked framing from b, an HTTP/1.1 message body,
+// tolerating a cut-off tail or bytes that are not chunks after all: it
+// gives what it could read and truncated=true.
+func Dechunk(b []byte) (payload []byte, truncated bool) {
 	var out []byte
 	for {
 		nl := bytes.IndexByte(b, '\n')
 		if nl < 0 {
-			return out, true, nil
+			return out, true
 		}
 		line := strings.TrimSpace(string(b[:nl]))
 		if i := strings.IndexByte(line, ';'); i >= 0 {
@@ -222,14 +225,14 @@ func dechunk(b []byte) ([]byte, bool, error) {
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(line), 16, 64)
 		if err != nil || n < 0 {
-			return out, true, nil // not chunked after all, or garbage: keep what we have
+			return out, true // not chunked after all, or garbage: keep what we have
 		}
 		b = b[nl+1:]
 		if n == 0 {
-			return out, false, nil
+			return out, false
 		}
 		if int64(len(b)) < n {
-			return append(out, b...), true, nil
+			return append(out, b...), true
 		}
 		out = append(out, b[:n]...)
 		b = b[n:]
