@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -172,9 +173,15 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 	if err != nil {
 		return nil, err
 	}
+	if len(bytes.TrimSpace(rec.Block)) == 0 {
+		return base, nil // no head of its own: the original's describes the payload
+	}
 	own, err := parseResponse(rec.Block)
-	if err != nil || own.status == 0 {
-		return base, nil // the original's headers describe the payload
+	if err != nil {
+		// A head is there but cannot be read: the original's in its place
+		// would show a response this capture never had (a 200 for its
+		// 404), which the CDX API, listing its own status, contradicts.
+		return nil, fmt.Errorf("the revisit's own HTTP head: %w", err)
 	}
 	if own.status == http.StatusNotModified {
 		// The server said the stored response still stands, with the

@@ -404,3 +404,49 @@ func TestNotModifiedRevisitOfADuplicateKeepsItsOwnHeaders(t *testing.T) {
 		}
 	}
 }
+
+// reblocked is an archive that gives the record of the capture at one
+// time another block, as another tool or damage the block digest did not
+// catch (an import of records without one) may leave it.
+type reblocked struct {
+	*archive.Local
+	at    time.Time
+	block string
+}
+
+func (r reblocked) Record(ctx context.Context, c index.Capture) (*warc.Record, error) {
+	rec, err := r.Local.Record(ctx, c)
+	if err == nil && c.Time.Equal(r.at) {
+		rec.Block = []byte(r.block)
+	}
+	return rec, err
+}
+
+// A revisit with no head of its own replays the original's status and
+// headers; one whose head is there but cannot be read is damaged, never
+// replayed as the original's response, which is not what it captured
+// (here a 404 the CDX API lists as such).
+func TestRevisitWhoseOwnHeadCannotBeReadIsDamaged(t *testing.T) {
+	const page = "<p>soft</p>"
+	fixtures := []fixture{
+		{url: "http://soft.example/", at: "20240101000000", header: "Content-Type: text/html\r\n", body: page},
+		{url: "http://soft.example/", at: "20240201000000", status: http.StatusNotFound, revisit: true, header: "Content-Type: text/html\r\n", body: page},
+	}
+	for _, tc := range []struct {
+		block, want string
+		status      int
+	}{
+		{"", page, http.StatusOK},
+		{"\r\n", page, http.StatusOK},
+		{"HTPP/1.1 4O4 Not Found\r\nContent-Type: text/html\r\n\r\n", "own HTTP head", http.StatusInternalServerError},
+	} {
+		a := newTestArchiveVia(t, fixtures, func(l *archive.Local) archive.Archive {
+			return reblocked{l, ts("20240201000000"), tc.block}
+		})
+		resp, body := get(t, a.content.URL+"/web/20240201000000id_/http://soft.example/")
+		if resp.StatusCode != tc.status || !strings.Contains(body, tc.want) ||
+			tc.status != http.StatusOK && !strings.Contains(body, "damaged") {
+			t.Errorf("block %q: %d %q; want %d and %q", tc.block, resp.StatusCode, body, tc.status, tc.want)
+		}
+	}
+}
