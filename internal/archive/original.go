@@ -16,6 +16,18 @@ import (
 // holds.
 var ErrNoOriginal = errors.New("archive: the payload the revisit refers to is not in the archive")
 
+// ErrRevisitLoop reports revisits that name each other in a loop, or in a
+// chain of more than maxRevisitChain: they lead to no payload, and never
+// will, unlike a capture named that is missing (which on a network may be
+// on a node that is away). It is an ErrNoOriginal too (errors.Is): no
+// capture holding the payload is found.
+var ErrRevisitLoop error = revisitLoop{}
+
+type revisitLoop struct{}
+
+func (revisitLoop) Error() string        { return "archive: the revisits named lead to no payload" }
+func (revisitLoop) Is(target error) bool { return target == ErrNoOriginal }
+
 // ErrChainRecord wraps the error reading a revisit met halfway along a
 // chain of revisits: its record is damaged or cannot be had.
 var ErrChainRecord = errors.New("archive: a revisit the chain passes through cannot be read")
@@ -72,7 +84,7 @@ func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h war
 	followed := map[chainLink]bool{linkOf(c): true}
 	var via []index.Capture
 	for {
-		o, next, err := original(ctx, a, c, h)
+		o, next, named, err := original(ctx, a, c, h)
 		if err != nil || next == nil {
 			cs.remember(first, via, chainEnd{orig: o, err: err})
 			return o, via, err
@@ -87,7 +99,13 @@ func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h war
 			return end.orig, via, end.err
 		}
 		if followed[linkOf(*next)] {
+			// A revisit named again by WARC-Refers-To is a loop, for good;
+			// one found again by digest is the first capture of the payload
+			// here, which is then held only by a node that may be away.
 			err := fmt.Errorf("%w: the capture named is another revisit, and the payload is stored nowhere else", ErrNoOriginal)
+			if named {
+				err = fmt.Errorf("%w: they name each other in a loop, back to %s at %s", ErrRevisitLoop, next.URL, next.Timestamp14())
+			}
 			cs.remember(first, via, chainEnd{err: err})
 			return index.Capture{}, via, err
 		}
@@ -112,7 +130,7 @@ func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h war
 }
 
 func tooLong() error {
-	return fmt.Errorf("%w: more than %d revisits in a row name each other", ErrNoOriginal, maxRevisitChain)
+	return fmt.Errorf("%w: more than %d revisits in a row name each other", ErrRevisitLoop, maxRevisitChain)
 }
 
 func (cs *Chains) lookup(c index.Capture) (chainEnd, bool) {
@@ -162,8 +180,9 @@ func linkOf(c index.Capture) chainLink {
 }
 
 // original is one step of Original: the capture holding c's payload, or
-// else next, a revisit that c names (by WARC-Refers-To or by digest).
-func original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (o index.Capture, next *index.Capture, err error) {
+// else next, a revisit that c names (by WARC-Refers-To: named) or that is
+// the first capture of its digest.
+func original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (o index.Capture, next *index.Capture, named bool, err error) {
 	if uri := h.Get("WARC-Refers-To-Target-URI"); uri != "" {
 		when, derr := warc.ParseDate(h.Get("WARC-Refers-To-Date"))
 		if key, kerr := urlkey.SURT(uri); derr == nil && kerr == nil {
@@ -174,33 +193,33 @@ func original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (o
 				// after the capture named was reported lost).
 				if c.Digest != "" {
 					if orig, ok, derr := a.ByDigest(ctx, c, c.Digest); derr == nil && ok && orig.Type != warc.TypeRevisit {
-						return orig, nil, nil
+						return orig, nil, false, nil
 					}
 				}
-				return index.Capture{}, nil, err
+				return index.Capture{}, nil, false, err
 			}
 			if ok {
-				return o, nil, nil
+				return o, nil, false, nil
 			}
-			next = revisit
+			next, named = revisit, revisit != nil
 		}
 	}
 	if c.Digest != "" {
 		orig, ok, err := a.ByDigest(ctx, c, c.Digest)
 		if err != nil {
-			return index.Capture{}, nil, err
+			return index.Capture{}, nil, false, err
 		}
 		if ok && orig.Type != warc.TypeRevisit {
-			return orig, nil, nil
+			return orig, nil, false, nil
 		}
 		if ok && next == nil {
 			next = &orig
 		}
 	}
 	if next == nil {
-		return index.Capture{}, nil, ErrNoOriginal
+		return index.Capture{}, nil, false, ErrNoOriginal
 	}
-	return index.Capture{}, next, nil
+	return index.Capture{}, next, named, nil
 }
 
 // referredTo finds the capture of uri (URL key key) taken at when, holding

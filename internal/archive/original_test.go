@@ -91,9 +91,40 @@ func TestChainsBoundDoesNotDependOnOrder(t *testing.T) {
 	// revisits before it: it resolves. The next names one more: it does not.
 	for _, i := range []int{maxRevisitChain, maxRevisitChain + 2, maxRevisitChain + 1, 1} {
 		err := resolve(i)
-		if fails := i > maxRevisitChain+1; (err != nil) != fails {
-			t.Errorf("revisit %d: %v; want failure %v", i, err, fails)
+		if fails := i > maxRevisitChain+1; (err != nil) != fails || fails && !errors.Is(err, ErrRevisitLoop) {
+			t.Errorf("revisit %d: %v; want failure %v, as a chain that never ends", i, err, fails)
 		}
+	}
+}
+
+// Revisits that name each other, with no payload digest (server-not-
+// modified revisits as some tools write them), are a loop that no node
+// coming back can break: ErrRevisitLoop, not only ErrNoOriginal as a
+// missing capture is. A revisit that the digest lookup gives back again
+// is the first capture of its payload here: the payload may be on a node
+// that is away, which is no loop.
+func TestRevisitLoopIsToldFromAMissingOriginal(t *testing.T) {
+	at := func(i int) time.Time { return time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, i, 0) }
+	a := &chainArchive{caps: map[int64]index.Capture{}, recs: map[int64]*warc.Record{}}
+	for i, names := range []int{2, 1} { // revisit 1 names 2, and 2 names 1
+		rec := warc.NewRevisit(chainURL, at(i+1), warc.ProfileServerNotModified, []byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "",
+			warc.RefersTo{URI: chainURL, Date: at(names)})
+		a.caps[at(i+1).Unix()] = index.Capture{URLKey: "example,steady)/", Time: at(i + 1), URL: chainURL, Type: warc.TypeRevisit, RecordID: rec.ID(), Status: 304}
+		a.recs[at(i+1).Unix()] = rec
+	}
+	for i := 1; i <= 2; i++ {
+		c := a.caps[at(i).Unix()]
+		_, err := Original(context.Background(), a, c, a.recs[at(i).Unix()].Header)
+		if !errors.Is(err, ErrRevisitLoop) || !errors.Is(err, ErrNoOriginal) {
+			t.Errorf("revisit %d of a loop: %v; want ErrRevisitLoop, an ErrNoOriginal", i, err)
+		}
+	}
+
+	self := index.Capture{URLKey: "example,mine)/", URL: "http://mine.example/", Time: at(0), Type: warc.TypeRevisit, Digest: "sha1:AAAA"}
+	rv := warc.NewRevisit(self.URL, self.Time, warc.ProfileIdenticalPayload, nil, self.Digest, warc.RefersTo{})
+	_, err := Original(context.Background(), &awayArchive{own: self}, self, rv.Header)
+	if !errors.Is(err, ErrNoOriginal) || errors.Is(err, ErrRevisitLoop) {
+		t.Errorf("a revisit that is the first capture of its digest: %v; want ErrNoOriginal, no loop", err)
 	}
 }
 

@@ -339,6 +339,15 @@ func (s *Server) contentError(w http.ResponseWriter, r *http.Request, err error)
 		http.Error(w, "a node holding this capture, or the earlier capture whose content it repeats, could not be reached: "+err.Error(), http.StatusBadGateway)
 		return
 	}
+	if errors.Is(err, archive.ErrRevisitLoop) {
+		// Before ErrNoOriginal, which it is too: waiting does not help. A
+		// 500, as for damage: the capture is listed, but what its records
+		// say does not lead to its content.
+		s.log.Warn("revisits in a loop", "path", r.URL.Path, "err", err)
+		http.Error(w, "This capture cannot be replayed: it repeats content archived by an earlier capture, "+
+			"but the revisits it names lead to no capture holding that content, and never will. ("+err.Error()+")", http.StatusInternalServerError)
+		return
+	}
 	if errors.Is(err, archive.ErrNoOriginal) {
 		s.log.Warn("revisit without its original", "path", r.URL.Path, "err", err)
 		http.Error(w, "This capture repeats content archived by an earlier capture, which is not in the archive as this node sees it: "+

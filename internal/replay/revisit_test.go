@@ -178,6 +178,25 @@ func TestUnresolvableRevisitIsAClearError(t *testing.T) {
 	}
 }
 
+// Two 304 revisits without payload digests naming each other are a loop:
+// no node coming back makes them replay, so the answer is a 500 that says
+// so, not a 503 that asks to wait for a node that may be away.
+func TestRevisitLoopIsNotReportedAsTransient(t *testing.T) {
+	html := "Content-Type: text/html; charset=utf-8\r\n"
+	a := newTestArchive(t, []fixture{
+		{url: "http://loop.example/", at: "20240201000000", header: html, body: "<p>x</p>", revisit: true, notModified: true, noDigest: true,
+			refersTo: "http://loop.example/ 20240301000000"},
+		{url: "http://loop.example/", at: "20240301000000", header: html, body: "<p>x</p>", revisit: true, notModified: true, noDigest: true,
+			refersTo: "http://loop.example/ 20240201000000"},
+	})
+	for _, at := range []string{"20240201000000", "20240301000000"} {
+		resp, body := get(t, a.content.URL+"/web/"+at+"id_/http://loop.example/")
+		if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "in a loop") || strings.Contains(body, "may be away") {
+			t.Errorf("%s: %d %q; want 500 naming the loop", at, resp.StatusCode, body)
+		}
+	}
+}
+
 // revisitByDigest is an archive whose digest lookup names a revisit, as an
 // index written by another tool might.
 type revisitByDigest struct {
