@@ -40,23 +40,44 @@ func linkHeader(ui string, caps []index.Capture, i int, self bool) string {
 		}
 		rels[j] = append(rels[j], rel)
 	}
+	// One entry per memento URI: captures in one second share it.
+	i = secondStart(caps, i)
 	addRel(0, "first")
-	if i > 0 {
-		addRel(i-1, "prev")
-	}
+	addRel(step(caps, i, -1), "prev")
 	if self {
 		addRel(i, "")
 	}
-	if i < len(caps)-1 {
-		addRel(i+1, "next")
-	}
-	addRel(len(caps)-1, "last")
+	addRel(step(caps, i, +1), "next")
+	addRel(secondStart(caps, len(caps)-1), "last")
 	for _, j := range order {
 		words := slices.DeleteFunc(rels[j], func(w string) bool { return w == "" })
 		rel := strings.Join(append(words, "memento"), " ")
 		links = append(links, fmt.Sprintf(`<%s>; rel="%s"; datetime="%s"`, mementoURL(ui, caps[j]), rel, httpDate(caps[j].Time)))
 	}
 	return strings.Join(links, ", ")
+}
+
+// secondStart returns the index of the first capture in caps[i]'s second:
+// the one caps[i]'s memento URI, whose timestamp has 14 digits, replays
+// (closest picks the earlier on a tie).
+func secondStart(caps []index.Capture, i int) int {
+	for i > 0 && caps[i-1].Timestamp14() == caps[i].Timestamp14() {
+		i--
+	}
+	return i
+}
+
+// step returns the index of the first capture of the second before (d=-1)
+// or after (d=+1) caps[i]'s, or -1 when there is none.
+func step(caps []index.Capture, i, d int) int {
+	j := i + d
+	for j >= 0 && j < len(caps) && caps[j].Timestamp14() == caps[i].Timestamp14() {
+		j += d
+	}
+	if j < 0 || j >= len(caps) {
+		return -1
+	}
+	return secondStart(caps, j)
 }
 
 // mementoURL is where c is replayed, escaped as a link target (and as a
@@ -83,16 +104,17 @@ func (s *Server) timemap(w http.ResponseWriter, r *http.Request, format, raw str
 		fmt.Fprintf(b, "<%s>; rel=\"original\",\n", orig)
 		fmt.Fprintf(b, "<%s/web/timemap/link/%s>; rel=\"self\"; type=\"application/link-format\"; from=\"%s\"; until=\"%s\",\n", ui, orig, httpDate(first.Time), httpDate(last.Time))
 		fmt.Fprintf(b, "<%s/web/%s>; rel=\"timegate\"", ui, orig)
-		for i, c := range res.caps {
+		// One entry per memento URI, as in linkHeader.
+		lastSecond := secondStart(res.caps, len(res.caps)-1)
+		for i := 0; i >= 0; i = step(res.caps, i, +1) {
 			rel := "memento"
-			switch {
-			case len(res.caps) == 1:
-				rel = "first last memento"
-			case i == 0:
-				rel = "first memento"
-			case i == len(res.caps)-1:
-				rel = "last memento"
+			if i == lastSecond {
+				rel = "last " + rel
 			}
+			if i == 0 {
+				rel = "first " + rel
+			}
+			c := res.caps[i]
 			fmt.Fprintf(b, ",\n<%s>; rel=\"%s\"; datetime=\"%s\"", mementoURL(ui, c), rel, httpDate(c.Time))
 		}
 		b.WriteString("\n")

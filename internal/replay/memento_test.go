@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -93,5 +94,60 @@ func TestMementoLinksAreURIReferences(t *testing.T) {
 	resp, _ := get(t, ui+"/web/http://sp.example/caf%C3%A9")
 	if loc := resp.Header.Get("Location"); !strings.HasSuffix(loc, "/web/20240601000001/http://sp.example/caf%C3%A9") {
 		t.Errorf("TimeGate redirects to %q", loc)
+	}
+}
+
+// Captures in one second (a re-crawl right after a crawl) share a memento
+// URI, whose timestamp has 14 digits, and replay as the first of them: a
+// Link header or TimeMap lists that URI once, with every relation it has,
+// never once as "first" and again as "next" with contradicting rels.
+func TestCapturesInOneSecondAreOneMemento(t *testing.T) {
+	html := "Content-Type: text/html; charset=utf-8\r\n"
+	a := newTestArchive(t, []fixture{
+		{url: "http://same.example/", at: "20240101000000", header: html, body: "<p>x</p>"},
+		{url: "http://same.example/", at: "20240101000000.5", header: html, body: "<p>x</p>", revisit: true},
+		{url: "http://same.example/", at: "20240102000000", header: html, body: "<p>x</p>", revisit: true},
+		{url: "http://same.example/", at: "20240102000000.5", header: html, body: "<p>x</p>", revisit: true},
+	})
+	first := a.ui.URL + "/web/20240101000000/http://same.example/"
+	second := a.ui.URL + "/web/20240102000000/http://same.example/"
+	entry := regexp.MustCompile(`<([^>]*)>; rel="([^"]*)"`)
+	// mementos maps each memento URI listed to its rel, failing on one
+	// listed twice.
+	mementos := func(what, links string) map[string]string {
+		m := map[string]string{}
+		for _, e := range entry.FindAllStringSubmatch(links, -1) {
+			if !strings.HasSuffix(e[2], "memento") {
+				continue
+			}
+			if old, ok := m[e[1]]; ok {
+				t.Errorf("%s lists %s twice: %q and %q", what, e[1], old, e[2])
+			}
+			m[e[1]] = e[2]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		path string
+		want map[string]string
+	}{
+		{"/web/20240101000000/http://same.example/", map[string]string{first: "first memento", second: "next last memento"}},
+		{"id_/http://same.example/", map[string]string{first: "first memento", second: "next last memento"}},
+		{"/web/20240102000000/http://same.example/", map[string]string{first: "first prev memento", second: "last memento"}},
+		// The TimeGate names its target's neighbours, not itself.
+		{"/web/http://same.example/", map[string]string{first: "first prev memento", second: "last memento"}},
+	} {
+		u := a.ui.URL + tc.path
+		if strings.HasPrefix(tc.path, "id_") {
+			u = a.content.URL + "/web/20240101000000" + tc.path // a content response names them too
+		}
+		resp, _ := get(t, u)
+		if got := mementos(tc.path, resp.Header.Get("Link")); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Link mementos %v, want %v", tc.path, got, tc.want)
+		}
+	}
+	_, body := get(t, a.ui.URL+"/web/timemap/link/http://same.example/")
+	if got, want := mementos("TimeMap", body), map[string]string{first: "first memento", second: "last memento"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("TimeMap mementos %v, want %v:\n%s", got, want, body)
 	}
 }

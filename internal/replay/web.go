@@ -121,16 +121,14 @@ func (s *Server) frame(w http.ResponseWriter, r *http.Request, t target) {
 	})
 }
 
-// neighbour returns the timestamp of the capture d steps from i, or "".
+// neighbour returns the timestamp of the second before (d=-1) or after
+// (d=+1) caps[i]'s that has a capture, or "": captures in one second share
+// a URL, so the next is in a different one.
 func neighbour(caps []index.Capture, i, d int) string {
-	j := i + d
-	for j >= 0 && j < len(caps) && caps[j].Timestamp14() == caps[i].Timestamp14() {
-		j += d // captures in the same second share a URL: skip to a different one
+	if j := step(caps, i, d); j >= 0 {
+		return caps[j].Timestamp14()
 	}
-	if j < 0 || j >= len(caps) {
-		return ""
-	}
-	return caps[j].Timestamp14()
+	return ""
 }
 
 // timegate serves /web/<url> (RFC 7089 TimeGate): it redirects to the
