@@ -170,6 +170,10 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 		return nil, err
 	}
 	base, err := s.loadDepth(ctx, orig, 1)
+	if errors.Is(err, errCorrupt) {
+		// The revisit's own record is whole: say which capture is not.
+		return nil, fmt.Errorf("it repeats the content of the earlier capture %s at %s, which cannot be read: %w", orig.URL, orig.Timestamp14(), err)
+	}
 	if err != nil {
 		return nil, err
 	}

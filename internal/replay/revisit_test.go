@@ -424,6 +424,26 @@ func TestNotModifiedRevisitOfADuplicateKeepsItsOwnHeaders(t *testing.T) {
 	}
 }
 
+// A revisit of a damaged capture says that the capture whose content it
+// repeats is damaged, naming it, not that it is damaged itself: its own
+// record is whole, and the capture to look at is the other.
+func TestRevisitOfADamagedCaptureNamesIt(t *testing.T) {
+	a := newTestArchive(t, []fixture{
+		{url: "http://orig.example/lib.js", at: "20240101000000", header: "Content-Type: text/javascript\r\n", body: vendorJS},
+		{url: "http://copy.example/lib.js", at: "20240201000000", header: "Content-Type: text/javascript\r\n", body: vendorJS, revisit: true},
+	})
+	flipMiddleByte(t, a, a.caps["http://orig.example/lib.js 20240101000000"])
+	resp, body := get(t, a.content.URL+"/web/20240201000000id_/http://copy.example/lib.js")
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "damaged") ||
+		!strings.Contains(body, "earlier capture http://orig.example/lib.js at 20240101000000") {
+		t.Errorf("revisit: %d %q; want 500 naming the damaged capture it repeats", resp.StatusCode, body)
+	}
+	resp, body = get(t, a.content.URL+"/web/20240101000000id_/http://orig.example/lib.js")
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "damaged") || strings.Contains(body, "earlier capture") {
+		t.Errorf("the damaged capture: %d %q; want 500 saying it is damaged itself", resp.StatusCode, body)
+	}
+}
+
 // reblocked is an archive that gives the record of the capture at one
 // time another block, as another tool or damage the block digest did not
 // catch (an import of records without one) may leave it.
