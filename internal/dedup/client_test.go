@@ -218,7 +218,7 @@ func TestClientLocalOwnerMakesNoRequest(t *testing.T) {
 	// Registrations of its own digests go to the local registry.
 	run(t, c)
 	c.Register([]Ref{ref(2, 1), ref(3, 1)})
-	waitFor(t, func() bool { return c.Stats().Registered == 2 })
+	waitFor(t, func() bool { st := c.Stats(); return st.Registered == 2 && st.Queued == 0 })
 	if found, err := local.Lookup([]string{digest(2), digest(3)}); err != nil || len(found) != 2 {
 		t.Errorf("local registry holds %v, %v; want refs 2 and 3", found, err)
 	}
@@ -298,7 +298,7 @@ func TestClientQueueBoundCountsRefsPutBack(t *testing.T) {
 	c.Register([]Ref{ref(5, 1), ref(6, 1), ref(7, 1)})
 	waitFor(t, func() bool { return c.Stats().Dropped == 3 })
 	net.setDown("b", false)
-	waitFor(t, func() bool { return c.Stats().Registered == 5 })
+	waitFor(t, func() bool { st := c.Stats(); return st.Registered == 5 && st.Queued == 0 })
 	for i := range 8 {
 		found, err := net.regs["b"].Lookup([]string{digest(i)})
 		if err != nil {
