@@ -24,8 +24,8 @@ const (
 // one, so that batches grow with the load instead of requests.
 const maxInFlight = 4
 
-// Back-off from an owner that could not be reached: the first retry after
-// minBackoff, doubling up to maxBackoff.
+// Back-off from an owner that could not be reached, or answered lookups
+// too late: the first retry after minBackoff, doubling up to maxBackoff.
 const (
 	minBackoff = time.Second
 	maxBackoff = time.Minute
@@ -70,7 +70,8 @@ type ClientConfig struct {
 	// (DefaultMaxQueue if 0); beyond it the oldest are dropped. While
 	// Run is sending a queue, up to MaxQueue more may wait behind it.
 	MaxQueue int
-	// Timeout limits each request (DefaultTimeout if 0).
+	// Timeout limits each request (DefaultTimeout if 0). A lookup request
+	// ends sooner, once all its callers have given up.
 	Timeout time.Duration
 	// Logger receives warnings about unreachable owners and dropped
 	// registrations (nothing if nil).
@@ -121,9 +122,12 @@ type ownerLookups struct {
 // A lookupBatch is the digests of one lookup request and its answer.
 type lookupBatch struct {
 	digests []string
-	has     map[string]bool
+	waiters map[string]int // callers waiting, per digest of the batch
+	waiting int            // callers waiting, all digests
+	late    bool           // a caller gave up because its deadline passed
 	timer   *time.Timer
-	due     bool // the window has passed: send when a slot is free
+	due     bool               // the window has passed: send when a slot is free
+	cancel  context.CancelFunc // ends the request, once sent
 
 	done  chan struct{} // closed once found or err is set
 	found map[string]Ref
@@ -133,6 +137,7 @@ type lookupBatch struct {
 type backoff struct {
 	delay time.Duration
 	until time.Time
+	slow  bool // the last failure: a lookup answered after its callers gave up
 }
 
 // NewClient returns a client configured by cfg. It panics if Owner, Local
@@ -173,11 +178,16 @@ func NewClient(cfg ClientConfig) *Client {
 // network, if anywhere, by asking the digest's current owner (its own
 // Registry if that is this node). It returns an error when the owner
 // cannot be asked: there is none (ErrNoOwner), it could not be reached
-// recently and is being backed off from, the request failed, or ctx ended
-// first. The caller then stores the payload.
+// recently, or answered too late, and is being backed off from, the
+// request failed, or ctx ended first. The caller then stores the payload.
 //
 // A request is shared by the lookups for one owner that arrive within
-// Window, and outlives a caller that gives up by at most Timeout.
+// Window. It does not ask about the digests whose callers have all given
+// up, and is not sent, or is cancelled, once all its callers have: an
+// answer nobody waits for would only keep the owner busy. An owner that
+// answers only after all of a request's callers gave up at their deadline
+// is too slow to save them anything, and is backed off from as one that
+// cannot be reached.
 func (c *Client) Lookup(ctx context.Context, digest string) (Ref, bool, error) {
 	if err := checkDigest(digest); err != nil {
 		c.lookups.Add(1)
@@ -208,6 +218,7 @@ func (c *Client) Lookup(ctx context.Context, digest string) (Ref, bool, error) {
 	select {
 	case <-b.done:
 	case <-ctx.Done():
+		c.leave(owner, b, digest, context.Cause(ctx))
 		return Ref{}, false, fmt.Errorf("dedup: lookup of %s: %w", digest, context.Cause(ctx))
 	}
 	if b.err != nil {
@@ -238,14 +249,15 @@ func (c *Client) enqueue(owner, digest string) (*lookupBatch, error) {
 	}
 	b := st.open
 	if b == nil {
-		b = &lookupBatch{has: make(map[string]bool), done: make(chan struct{})}
+		b = &lookupBatch{waiters: make(map[string]int), done: make(chan struct{})}
 		b.timer = time.AfterFunc(c.cfg.Window, func() { c.windowPassed(owner, b) })
 		st.open = b
 	}
-	if !b.has[digest] {
-		b.has[digest] = true
+	if _, ok := b.waiters[digest]; !ok {
 		b.digests = append(b.digests, digest)
 	}
+	b.waiters[digest]++
+	b.waiting++
 	if len(b.digests) >= c.cfg.MaxBatch {
 		b.timer.Stop()
 		st.open = nil
@@ -265,9 +277,15 @@ func (c *Client) windowPassed(owner string, b *lookupBatch) {
 	}
 }
 
-// dispatch sends owner's ready batches while it has request slots free.
-// c.mu is held.
+// dispatch sends owner's ready batches while it has request slots free,
+// without the digests whose callers have all given up, and fails them at
+// once while owner is backed off from. c.mu is held.
 func (c *Client) dispatch(owner string, st *ownerLookups) {
+	defer func() {
+		if st.inFlight == 0 && st.open == nil && len(st.full) == 0 {
+			delete(c.owners, owner)
+		}
+	}()
 	for st.inFlight < maxInFlight {
 		var b *lookupBatch
 		switch {
@@ -280,33 +298,90 @@ func (c *Client) dispatch(owner string, st *ownerLookups) {
 		default:
 			return
 		}
+		if until, ok := c.backoffUntil(owner, time.Now()); ok {
+			b.err = fmt.Errorf("dedup: owner %s of %d digests backed off from, next try in %v",
+				owner, len(b.digests), time.Until(until).Round(time.Millisecond))
+			close(b.done)
+			continue
+		}
+		b.digests = slices.DeleteFunc(b.digests, func(d string) bool {
+			if b.waiters[d] > 0 {
+				return false
+			}
+			delete(b.waiters, d)
+			return true
+		})
+		if len(b.digests) == 0 {
+			abandon(b)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+		b.cancel = cancel
 		st.inFlight++
-		go c.send(owner, b)
+		go c.send(ctx, owner, b)
+	}
+}
+
+// abandon ends b, whose callers have all given up, unsent.
+func abandon(b *lookupBatch) {
+	b.err = errors.New("dedup: lookup abandoned by its callers")
+	close(b.done)
+}
+
+// leave records that a caller waiting in b for digest's answer gave up
+// with err, and cancels b's request if it was the last.
+func (c *Client) leave(owner string, b *lookupBatch, digest string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b.waiters[digest]--
+	b.waiting--
+	if errors.Is(err, context.DeadlineExceeded) {
+		b.late = true
+	}
+	if b.waiting > 0 {
+		return
+	}
+	if b.cancel != nil {
+		b.cancel()
 	}
 }
 
 // send asks owner about b's digests and hands the answer to its waiters.
-func (c *Client) send(owner string, b *lookupBatch) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+// ctx is the request's, which b.cancel ends.
+func (c *Client) send(ctx context.Context, owner string, b *lookupBatch) {
 	c.requests.Add(1)
 	body, err := c.cfg.Send(ctx, owner, lookupPath, encodeLookup(b.digests))
-	cancel()
+	ended := ctx.Err() != nil // cancelled, or Timeout passed
+	b.cancel()
 	var found []Ref
 	if err == nil {
 		found, err = decodeRefs(body, kindFound)
 	}
-	if err != nil {
-		c.errs.Add(1)
-		c.failed(owner, err)
-		b.err = fmt.Errorf("dedup: asking %s about %d digests: %w", owner, len(b.digests), err)
-	} else {
-		c.reached(owner)
+
+	c.mu.Lock()
+	gone, late := b.waiting == 0, b.late
+	if err == nil && !gone {
 		b.found = make(map[string]Ref, len(found))
 		for _, ref := range found {
-			if b.has[ref.Digest] { // an answer about anything else is ignored
+			if _, ok := b.waiters[ref.Digest]; ok { // an answer about anything else is ignored
 				b.found[ref.Digest] = ref
 			}
 		}
+	}
+	c.mu.Unlock()
+	switch {
+	case err != nil && (!ended || !gone):
+		c.errs.Add(1)
+		c.failed(owner, err, false)
+		b.err = fmt.Errorf("dedup: asking %s about %d digests: %w", owner, len(b.digests), err)
+	case gone:
+		b.err = fmt.Errorf("dedup: %s did not answer about %d digests before their callers gave up", owner, len(b.digests))
+		if late {
+			c.errs.Add(1)
+			c.failed(owner, b.err, true)
+		}
+	default:
+		c.reached(owner, true)
 	}
 	close(b.done)
 
@@ -315,21 +390,24 @@ func (c *Client) send(owner string, b *lookupBatch) {
 	st := c.owners[owner]
 	st.inFlight--
 	c.dispatch(owner, st)
-	if st.inFlight == 0 && st.open == nil && len(st.full) == 0 {
-		delete(c.owners, owner)
-	}
 }
 
-// failed starts or extends the back-off from owner.
-func (c *Client) failed(owner string, err error) {
+// failed starts or extends the back-off from owner; slow says that owner
+// answered a lookup, but only after its callers gave up at their deadline.
+func (c *Client) failed(owner string, err error, slow bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	bo := c.backoff[owner]
 	if bo == nil {
 		bo = &backoff{}
 		c.backoff[owner] = bo
-		c.log.Warn("dedup: owner unreachable, backing off", "node", owner, "err", err)
+		if slow {
+			c.log.Warn("dedup: owner answers lookups too late, backing off", "node", owner, "err", err)
+		} else {
+			c.log.Warn("dedup: owner unreachable, backing off", "node", owner, "err", err)
+		}
 	}
+	bo.slow = slow
 	now := time.Now()
 	if now.Before(bo.until) {
 		return // another request failed first; one failure is one step
@@ -338,11 +416,14 @@ func (c *Client) failed(owner string, err error) {
 	bo.until = now.Add(bo.delay)
 }
 
-// reached ends any back-off from owner.
-func (c *Client) reached(owner string) {
+// reached ends any back-off from owner, which answered a lookup in time
+// (lookup), or took registrations. Registrations taken do not end a
+// back-off from an owner too slow for lookups: they are not waited for,
+// and ending it would restart every back-off at minBackoff.
+func (c *Client) reached(owner string, lookup bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.backoff[owner] != nil {
+	if bo := c.backoff[owner]; bo != nil && (lookup || !bo.slow) {
 		delete(c.backoff, owner)
 		c.log.Info("dedup: owner reachable again", "node", owner)
 	}
@@ -568,11 +649,11 @@ func (c *Client) registerWith(ctx context.Context, owner string, regs []registra
 		case err != nil:
 			if ctx.Err() == nil {
 				c.errs.Add(1)
-				c.failed(owner, err)
+				c.failed(owner, err, false)
 			}
 			return idx, refused
 		default:
-			c.reached(owner)
+			c.reached(owner, false)
 		}
 		idx = idx[n:]
 	}

@@ -367,6 +367,13 @@ func TestClientLookupErrors(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Lookup with a cancelled context: err = %v, want context.Canceled", err)
 	}
+	// A caller that cancels, rather than reaching its deadline, says
+	// nothing about the owner: its request is ended, the owner not backed
+	// off from.
+	idle(t, c)
+	if c.backedOff("b") || c.Stats().Errors != 0 {
+		t.Errorf("after a caller cancelled: backed off %v, Stats = %+v; want neither", c.backedOff("b"), c.Stats())
+	}
 
 	none := NewClient(ClientConfig{Self: "a", Owner: func(string) (string, bool) { return "", false }, Local: newRegistry(t), Send: net.send})
 	if _, _, err := none.Lookup(context.Background(), digest(1)); !errors.Is(err, ErrNoOwner) {
@@ -631,5 +638,226 @@ func TestHandOverDropsRefusedEntries(t *testing.T) {
 	before := net.registers
 	if moved, err := c.HandOver(context.Background(), to("b")); moved != 0 || err != nil || net.registers != before {
 		t.Errorf("a second HandOver = %d, %v with %d requests; want nothing to do", moved, err, net.registers-before)
+	}
+}
+
+// lookupAsync runs c.Lookup(ctx, d) in a goroutine and sends its error.
+func lookupAsync(ctx context.Context, c *Client, d string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.Lookup(ctx, d)
+		done <- err
+	}()
+	return done
+}
+
+// idle waits until c has no lookup batch waiting or in flight.
+func idle(t *testing.T, c *Client) {
+	t.Helper()
+	waitFor(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.owners) == 0
+	})
+}
+
+// gate makes net's lookup requests wait, and returns what lets them go
+// (at the latest when the test ends).
+func gate(t *testing.T, net *fakeNet) (open func()) {
+	g := make(chan struct{})
+	net.gate = g
+	open = sync.OnceFunc(func() { close(g) })
+	t.Cleanup(open)
+	return open
+}
+
+// lateOwner returns a Send to net whose lookups are answered, whatever
+// their context says, only when the test sends on answer: an owner that
+// answers, but later than its callers wait. Registrations are answered at
+// once.
+func lateOwner(net *fakeNet, answer <-chan struct{}) func(context.Context, string, string, []byte) ([]byte, error) {
+	return func(ctx context.Context, node, path string, body []byte) ([]byte, error) {
+		if path == lookupPath {
+			<-answer
+			ctx = context.Background()
+		}
+		return net.send(ctx, node, path, body)
+	}
+}
+
+// lateClient returns a Client of owner b, a lateOwner on answer, backed
+// off from for minBackoff first.
+func lateClient(t *testing.T, minBackoff time.Duration) (c *Client, answer chan struct{}) {
+	answer = make(chan struct{})
+	c = NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: lateOwner(newFakeNet(t, "b"), answer)})
+	c.minBackoff, c.maxBackoff = minBackoff, time.Hour
+	return c, answer
+}
+
+// lookUpLate looks d up through a lateOwner, gives up at the deadline
+// once the request is out, and then lets the owner answer.
+func lookUpLate(t *testing.T, c *Client, answer chan<- struct{}, d string) {
+	t.Helper()
+	sent := c.Stats().Requests
+	ctx, giveUp := context.WithCancelCause(context.Background())
+	done := lookupAsync(ctx, c, d)
+	waitFor(t, func() bool { return c.Stats().Requests == sent+1 })
+	giveUp(context.DeadlineExceeded)
+	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lookup(%s) given up at its deadline: err = %v", d, err)
+	}
+	answer <- struct{}{}
+	idle(t, c)
+}
+
+// An owner that answers every lookup, but only after its callers gave up
+// at their deadline (the crawler waits 2s for an answer, a request may
+// take Timeout, 10s), saves nothing and holds every caller for its whole
+// wait. Its answer counts as a failure: the owner is backed off from, and
+// the next lookups fail at once, so that their payloads are stored
+// without waiting.
+func TestClientBacksOffOwnerThatAnswersTooLate(t *testing.T) {
+	c, answer := lateClient(t, time.Hour)
+	lookUpLate(t, c, answer, digest(1))
+	if st := c.Stats(); st.Errors != 1 {
+		t.Errorf("after an answer that came too late, Stats = %+v; want 1 error", st)
+	}
+	if !c.backedOff("b") {
+		t.Fatal("the owner that answered too late is not backed off from")
+	}
+	if _, _, err := c.Lookup(context.Background(), digest(2)); err == nil {
+		t.Error("Lookup from the owner backed off from succeeded")
+	}
+	if st := c.Stats(); st.Requests != 1 {
+		t.Errorf("Stats = %+v; want the one request", st)
+	}
+}
+
+// A request whose callers have all given up is cancelled rather than kept
+// until Timeout: its answer would only keep the owner busy, and hold a
+// request slot that lookups still waited for need.
+func TestClientCancelsRequestsNobodyWaitsFor(t *testing.T) {
+	net := newFakeNet(t, "b")
+	gate(t, net)
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send, Timeout: time.Hour})
+	c.minBackoff, c.maxBackoff = time.Hour, time.Hour
+	ctx, giveUp := context.WithCancelCause(context.Background())
+	done := lookupAsync(ctx, c, digest(1))
+	waitFor(t, func() bool { return len(net.lookupSizes()) == 1 })
+	giveUp(context.DeadlineExceeded)
+	<-done
+	idle(t, c) // the gate stays closed: only a cancelled request ends
+	if st := c.Stats(); st.Errors != 1 || !c.backedOff("b") {
+		t.Errorf("after a request cancelled at its callers' deadline: Stats = %+v, backed off %v; want an error and a back-off",
+			st, c.backedOff("b"))
+	}
+}
+
+// A batch waiting for a request slot is sent without the digests whose
+// callers have all given up, and not at all if none is left.
+func TestClientDoesNotAskForAbandonedDigests(t *testing.T) {
+	net := newFakeNet(t, "b")
+	open := gate(t, net)
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send, MaxBatch: 2, Window: time.Hour})
+	var lookups uint64
+	ask := func(ctx context.Context, d string) <-chan error {
+		done := lookupAsync(ctx, c, d)
+		lookups++
+		waitFor(t, func() bool { return c.Stats().Lookups == lookups }) // in its batch
+		return done
+	}
+	var busy []<-chan error
+	for i := range 2 * maxInFlight {
+		busy = append(busy, ask(context.Background(), digest(i)))
+	}
+	waitFor(t, func() bool { return len(net.lookupSizes()) == maxInFlight })
+	// Two batches wait for a slot: x and y, and two digests of z.
+	xctx, xcancel := context.WithCancel(context.Background())
+	x := ask(xctx, digest(100))
+	y := ask(context.Background(), digest(101))
+	zctx, zcancel := context.WithCancel(context.Background())
+	z := []<-chan error{ask(zctx, digest(102)), ask(zctx, digest(103))}
+	xcancel()
+	zcancel()
+	for _, done := range append(z, x) {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled Lookup: err = %v", err)
+		}
+	}
+	open()
+	for _, done := range append(busy, y) {
+		if err := <-done; err != nil {
+			t.Errorf("Lookup: %v", err)
+		}
+	}
+	idle(t, c)
+	if got, want := net.lookupSizes(), []int{2, 2, 2, 2, 1}; !slices.Equal(got, want) {
+		t.Errorf("lookup request sizes = %v, want %v", got, want)
+	}
+}
+
+// The batches waiting for a request slot when the owner comes to be
+// backed off from fail at once, rather than being sent to it.
+func TestClientFailsWaitingLookupsOnceBackedOff(t *testing.T) {
+	net := newFakeNet(t, "b")
+	open := gate(t, net)
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send, MaxBatch: 1})
+	c.minBackoff, c.maxBackoff = time.Hour, time.Hour
+	ctx, giveUp := context.WithCancelCause(context.Background())
+	late := lookupAsync(ctx, c, digest(0))
+	waitFor(t, func() bool { return len(net.lookupSizes()) == 1 })
+	var waited []<-chan error
+	for i := 1; i < maxInFlight; i++ {
+		waited = append(waited, lookupAsync(context.Background(), c, digest(i)))
+		waitFor(t, func() bool { return len(net.lookupSizes()) == i+1 })
+	}
+	queued := lookupAsync(context.Background(), c, digest(100))
+	waitFor(t, func() bool { return c.Stats().Lookups == maxInFlight+1 })
+	giveUp(context.DeadlineExceeded)
+	<-late
+	waitFor(t, func() bool { return c.backedOff("b") })
+	open()
+	if err := <-queued; err == nil {
+		t.Error("a lookup waiting when its owner came to be backed off from was sent")
+	}
+	for _, done := range waited {
+		if err := <-done; err != nil {
+			t.Errorf("Lookup: %v", err)
+		}
+	}
+	idle(t, c)
+	if got := len(net.lookupSizes()); got != maxInFlight {
+		t.Errorf("%d lookup requests, want %d", got, maxInFlight)
+	}
+}
+
+// An owner backed off from for answering lookups too late still takes
+// the registrations queued for it once the back-off ends (none is
+// dropped), but taking them does not end the back-off: the next late
+// answer doubles it, instead of starting over at minBackoff.
+func TestClientRegistersWithOwnerTooSlowForLookups(t *testing.T) {
+	c, answer := lateClient(t, time.Millisecond)
+	lookUpLate(t, c, answer, digest(100))
+	waitFor(t, func() bool { return !c.backedOff("b") })
+	run(t, c)
+	c.Register([]Ref{ref(1, 1), ref(2, 1), ref(3, 1)})
+	waitFor(t, func() bool { st := c.Stats(); return st.Registered == 3 && st.Queued == 0 })
+	if st := c.Stats(); st.Dropped != 0 {
+		t.Errorf("Stats = %+v; want nothing dropped", st)
+	}
+	delay := func() time.Duration {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if bo := c.backoff["b"]; bo != nil {
+			return bo.delay
+		}
+		return 0
+	}
+	if d := delay(); d != c.minBackoff {
+		t.Fatalf("after registrations were taken, back-off delay = %v, want %v", d, c.minBackoff)
+	}
+	lookUpLate(t, c, answer, digest(101))
+	if d := delay(); d != 2*c.minBackoff {
+		t.Errorf("after a second late answer, back-off delay = %v, want %v", d, 2*c.minBackoff)
 	}
 }

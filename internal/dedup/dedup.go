@@ -17,7 +17,11 @@
 //     meanwhile wait for the next one, so batches grow with the load).
 //     Digests this node owns are answered from its own Registry. An error
 //     means the owner could not be asked; the caller then stores the
-//     payload, so a failed lookup costs a duplicate, never data.
+//     payload, so a failed lookup costs a duplicate, never data. A request
+//     is only for the digests somebody still waits for, and is cancelled
+//     once nobody does; an owner that answers only after the callers of a
+//     request gave up at their deadline is backed off from, as one that
+//     cannot be reached is.
 //   - Client.Register queues the Refs of newly committed response captures
 //     in memory, and Client.Run sends them in batches to their owners.
 //     Only committed captures may be registered, so that a Ref never points
