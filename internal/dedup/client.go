@@ -24,6 +24,16 @@ const (
 // one, so that batches grow with the load instead of requests.
 const maxInFlight = 4
 
+// maxWaiting is the most lookup batches waiting for a request slot to one
+// owner, the one still taking digests included. A lookup that would need
+// one more fails at once (errBusy): an owner that far behind would answer
+// it too late anyway, and a miss only costs a stored duplicate.
+const maxWaiting = 2 * maxInFlight
+
+// errBusy is the error of a lookup refused because its owner has
+// maxWaiting batches waiting already.
+var errBusy = errors.New("dedup: owner too far behind")
+
 // Back-off from an owner that could not be reached, or answered lookups
 // too late: the first retry after minBackoff, doubling up to maxBackoff.
 const (
@@ -178,8 +188,9 @@ func NewClient(cfg ClientConfig) *Client {
 // network, if anywhere, by asking the digest's current owner (its own
 // Registry if that is this node). It returns an error when the owner
 // cannot be asked: there is none (ErrNoOwner), it could not be reached
-// recently, or answered too late, and is being backed off from, the
-// request failed, or ctx ended first. The caller then stores the payload.
+// recently, or answered too late, and is being backed off from, it has
+// too many lookups waiting already, the request failed, or ctx ended
+// first. The caller then stores the payload.
 //
 // A request is shared by the lookups for one owner that arrive within
 // Window. It does not ask about the digests whose callers have all given
@@ -187,7 +198,8 @@ func NewClient(cfg ClientConfig) *Client {
 // answer nobody waits for would only keep the owner busy. An owner that
 // answers only after all of a request's callers gave up at their deadline
 // is too slow to save them anything, and is backed off from as one that
-// cannot be reached.
+// cannot be reached. While an owner has maxWaiting batches waiting for a
+// request, lookups that would need another fail at once.
 func (c *Client) Lookup(ctx context.Context, digest string) (Ref, bool, error) {
 	if err := checkDigest(digest); err != nil {
 		c.lookups.Add(1)
@@ -249,6 +261,10 @@ func (c *Client) enqueue(owner, digest string) (*lookupBatch, error) {
 	}
 	b := st.open
 	if b == nil {
+		if len(st.full) >= maxWaiting {
+			return nil, fmt.Errorf("%w: %d lookup requests to %s wait to be sent; not asking about %s",
+				errBusy, len(st.full), owner, digest)
+		}
 		b = &lookupBatch{waiters: make(map[string]int), done: make(chan struct{})}
 		b.timer = time.AfterFunc(c.cfg.Window, func() { c.windowPassed(owner, b) })
 		st.open = b
@@ -329,7 +345,7 @@ func abandon(b *lookupBatch) {
 }
 
 // leave records that a caller waiting in b for digest's answer gave up
-// with err, and cancels b's request if it was the last.
+// with err, and drops b, or cancels its request, if it was the last.
 func (c *Client) leave(owner string, b *lookupBatch, digest string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -343,6 +359,14 @@ func (c *Client) leave(owner string, b *lookupBatch, digest string, err error) {
 	}
 	if b.cancel != nil {
 		b.cancel()
+		return
+	}
+	if st := c.owners[owner]; st != nil {
+		if i := slices.Index(st.full, b); i >= 0 {
+			st.full = slices.Delete(st.full, i, i+1)
+			abandon(b)
+			c.dispatch(owner, st)
+		}
 	}
 }
 

@@ -796,6 +796,63 @@ func TestClientDoesNotAskForAbandonedDigests(t *testing.T) {
 	}
 }
 
+// While an owner has maxWaiting batches waiting for a request slot, a
+// lookup that would need another fails at once, and is not queued without
+// limit behind an owner that cannot keep up; batches whose callers all
+// gave up do not count.
+func TestClientBoundsLookupsWaitingForAnOwner(t *testing.T) {
+	net := newFakeNet(t, "b")
+	open := gate(t, net)
+	c := NewClient(ClientConfig{Self: "a", Owner: to("b"), Local: newRegistry(t), Send: net.send, MaxBatch: 1})
+	var lookups uint64
+	ask := func(ctx context.Context, d string) <-chan error {
+		done := lookupAsync(ctx, c, d)
+		lookups++
+		waitFor(t, func() bool { return c.Stats().Lookups == lookups }) // queued, or refused
+		return done
+	}
+	var waited []<-chan error
+	for i := range maxInFlight {
+		waited = append(waited, ask(context.Background(), digest(i)))
+	}
+	waitFor(t, func() bool { return len(net.lookupSizes()) == maxInFlight })
+	ctx, cancel := context.WithCancel(context.Background())
+	var abandoned []<-chan error
+	for i := range maxWaiting {
+		abandoned = append(abandoned, ask(ctx, digest(100+i)))
+	}
+	cancel()
+	for _, done := range abandoned {
+		<-done
+	}
+	for i := range maxWaiting {
+		waited = append(waited, ask(context.Background(), digest(200+i)))
+	}
+	var err error
+	over := ask(context.Background(), digest(300))
+	waitFor(t, func() bool {
+		select {
+		case err = <-over:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(err, errBusy) {
+		t.Errorf("Lookup beyond maxWaiting batches: err = %v, want errBusy", err)
+	}
+	open()
+	for _, done := range waited {
+		if err := <-done; err != nil {
+			t.Errorf("Lookup: %v", err)
+		}
+	}
+	idle(t, c)
+	if got := len(net.lookupSizes()); got != maxInFlight+maxWaiting {
+		t.Errorf("%d lookup requests, want %d", got, maxInFlight+maxWaiting)
+	}
+}
+
 // The batches waiting for a request slot when the owner comes to be
 // backed off from fail at once, rather than being sent to it.
 func TestClientFailsWaitingLookupsOnceBackedOff(t *testing.T) {

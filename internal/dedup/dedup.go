@@ -21,7 +21,8 @@
 //     is only for the digests somebody still waits for, and is cancelled
 //     once nobody does; an owner that answers only after the callers of a
 //     request gave up at their deadline is backed off from, as one that
-//     cannot be reached is.
+//     cannot be reached is, and one with a few batches already waiting
+//     for a request has further lookups fail at once.
 //   - Client.Register queues the Refs of newly committed response captures
 //     in memory, and Client.Run sends them in batches to their owners.
 //     Only committed captures may be registered, so that a Ref never points
