@@ -134,7 +134,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 		}
 		switch {
 		case !r.hasLease || r.resp != nil:
-		case r.outcome == "error" || r.outcome == "retry" || r.outcome == "robots" || r.outcome == "recovered":
+		case r.outcome == "error" || r.outcome == "unanswered" || r.outcome == "retry" || r.outcome == "robots" || r.outcome == "recovered":
 			if err := c.noteVisit(b, r, nil, now); err != nil {
 				return err
 			}

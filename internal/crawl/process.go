@@ -33,7 +33,7 @@ type result struct {
 	companions []*warc.Record            // its request record, and metadata record when there are outlinks (concurrent to record)
 	outlinks   []extract.Outlink         // everything found, for the metadata record
 	queue      []frontier.Item           // the in-scope subset to add to the frontier
-	outcome    string                    // why there is no capture: "robots", "error", "retry", "forbidden", "forward"
+	outcome    string                    // why there is no capture: "robots", "error", "unanswered", "retry", "forbidden", "forward"
 	forward    string                    // the node the lease is handed to, for "forward"
 	ack        chan<- error              // for Submit, Accept and AddSeeds: told when committed
 	seeds      []string                  // seeds to record (Submit, Accept, AddSeeds)
@@ -123,6 +123,16 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 		p := *prev
 		p.ETag, p.LastModified = "", ""
 		prev = &p
+		// A second request of the lease, as polite as the next lease to
+		// the host would be.
+		t := time.NewTimer(c.front.HostDelay(l.Host))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			r.outcome = "cancelled"
+			return r, nil, nil
+		case <-t.C:
+		}
 		resp, err = c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL})
 	}
 	if err != nil {
@@ -170,10 +180,12 @@ func (c *Crawler) process(ctx context.Context, r result, resp *fetch.Response, p
 func (c *Crawler) examine(ctx context.Context, r result, resp *fetch.Response, prev *recrawl.Entry, log urlLog) result {
 	if resp.StatusCode == http.StatusNotModified && !hasValidators(prev) {
 		// Nothing was asked to be compared: a 304 here says nothing of
-		// the page, and archived it would replay as an empty answer.
+		// the page, and archived it would replay as an empty answer. A
+		// cache in the way may answer so for a while: the page is tried
+		// again at its interval, not backed off as one that fails.
 		log.Warn("fetch failed", "err", "304 Not Modified to an unconditional request")
 		c.stats.errors.Add(1)
-		r.outcome = "error"
+		r.outcome = "unanswered"
 		return r
 	}
 	var err error

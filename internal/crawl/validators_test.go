@@ -7,8 +7,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/schedule"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
@@ -21,7 +23,9 @@ type versionedPage struct {
 	mu      sync.Mutex
 	etag    string
 	body    string
-	matched []string // If-None-Match of every request
+	always  bool        // answer 304 to every request after the first, as a broken cache does
+	matched []string    // If-None-Match of every request
+	at      []time.Time // when each came
 }
 
 const fixedDate = "Mon, 02 Jan 2006 15:04:05 GMT"
@@ -40,10 +44,11 @@ func (p *versionedPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.matched = append(p.matched, r.Header.Get("If-None-Match"))
+	p.at = append(p.at, time.Now())
 	w.Header().Set("ETag", p.etag)
 	w.Header().Set("Last-Modified", fixedDate)
 	w.Header().Set("Content-Type", "text/html")
-	if r.Header.Get("If-Modified-Since") == fixedDate {
+	if r.Header.Get("If-Modified-Since") == fixedDate || p.always && len(p.at) > 1 {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
@@ -81,6 +86,47 @@ func TestNotModifiedNamingAnotherVersionIsFetchedWhole(t *testing.T) {
 	want := []string{"", `"v1"`, "", `"v2"`} // the second visit asked twice: conditionally, then whole
 	if strings.Join(p.matched, " ") != strings.Join(want, " ") {
 		t.Errorf("If-None-Match of the requests: %q; want %q", p.matched, want)
+	}
+}
+
+// The request that fetches the page whole after such a 304 waits the
+// host's delay, as the next request to the host would.
+func TestRefetchAfterAContradicting304WaitsTheHostsDelay(t *testing.T) {
+	p := &versionedPage{}
+	p.set(`"v1"`, `<html><body><p>The first version.</p></body></html>`)
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	cfg := directConfig(t, srv.URL+"/page")
+	cfg.NoDelay, cfg.Delay = false, 300*time.Millisecond
+	runCrawl(t, cfg)
+	p.set(`"v2"`, `<html><body><p>The second version.</p></body></html>`)
+	all := cfg
+	all.Seeds, all.RecrawlAll = nil, true
+	runCrawl(t, all)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.at) != 3 {
+		t.Fatalf("%d requests; want the first crawl's, then a conditional one and the refetch", len(p.at))
+	}
+	if gap := p.at[2].Sub(p.at[1]); gap < cfg.Delay {
+		t.Errorf("the refetch came %v after the conditional request; the host's delay is %v", gap, cfg.Delay)
+	}
+}
+
+// A 304 to the unconditional refetch (a cache in the way that answers so
+// to anything) archives nothing and teaches nothing: the page is tried
+// again at its interval, not backed off as one that fails, and is still
+// what its last capture was.
+func TestNotModifiedToAnUnconditionalRequestIsNoVisit(t *testing.T) {
+	p := &versionedPage{always: true}
+	p.set(`"v1"`, `<html><body><p>The first version.</p></body></html>`)
+	newETag := func() { p.set(`"v2"`, `<html><body><p>The second version.</p></body></html>`) }
+	caps, e := recrawlPage(t, p, newETag, newETag)
+	pages := caps["/page"]
+	def := schedule.DefaultPolicy().Default
+	if len(pages) != 1 || e.Digest != pages[0].Digest || e.ETag != `"v1"` || e.State.Interval != def {
+		t.Errorf("%d captures; entry digest %s, ETag %s, interval %v; want the first capture's, \"v1\" and %v",
+			len(pages), e.Digest, e.ETag, e.State.Interval, def)
 	}
 }
 

@@ -859,6 +859,13 @@ func (f *Frontier) SetHostDelay(name string, d time.Duration) {
 	f.host(name).delay = max(f.opts.Delay, min(d, f.opts.MaxDelay))
 }
 
+// HostDelay returns a host's delay between requests.
+func (f *Frontier) HostDelay(name string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.host(name).delay
+}
+
 // Stats returns the frontier's counters.
 func (f *Frontier) Stats() Stats {
 	f.mu.Lock()

@@ -120,8 +120,8 @@ type Queue struct {
 	stagedDel map[string]struct{}
 	// abandoned holds the captures (as under) a copy of which was not
 	// queued (Add refused it), was dropped unsent, or was taken back by
-	// Retarget with no peer to take it instead: some replica may lack
-	// them for good. At most maxAbandoned are remembered.
+	// Retarget when no other node was live to hold it: some replica may
+	// lack them for good. At most maxAbandoned are remembered.
 	abandoned map[uint64]struct{}
 	wake      chan struct{} // Committed → Run
 	running   bool
@@ -377,7 +377,7 @@ func (q *Queue) Retarget(b *pebble.Batch, replicas func(site string) []string) e
 		for _, t := range g.targets {
 			have[t] = true
 		}
-		unsent := 0 // peers whose copy is removed unsent
+		unsent := 0 // peers whose copy is taken back unsent
 		for id, keys := range g.queued {
 			have[id] = true
 			if slices.Contains(want, id) {
@@ -404,10 +404,9 @@ func (q *Queue) Retarget(b *pebble.Batch, replicas func(site string) []string) e
 				have[id] = true
 			}
 		}
-		if unsent > len(fresh) {
-			// Copies no replica now stands in for (no other node is
-			// live): the capture is on fewer disks than it was due to
-			// be, until anti-entropy finds it.
+		if unsent > 0 && len(want) == 0 {
+			// No other node is live to hold the copies taken back: the
+			// capture is on this disk alone until anti-entropy finds it.
 			q.abandon(g.hash)
 		}
 		targets := make([]string, 0, len(have))
@@ -493,8 +492,8 @@ const (
 	// CopiesQueued: a copy is queued for a peer, not yet acknowledged.
 	CopiesQueued
 	// CopiesAbandoned: a copy was not queued (Add refused it), was
-	// dropped unsent, or was taken back by Retarget with no peer to take
-	// it instead: a replica may lack the capture for good.
+	// dropped unsent, or was taken back by Retarget when no other node
+	// was live to hold it: a replica may lack the capture for good.
 	CopiesAbandoned
 )
 

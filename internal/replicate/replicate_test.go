@@ -768,24 +768,29 @@ func TestCopiesOf(t *testing.T) {
 	}
 }
 
-// A copy that Retarget takes back, its peer no longer a replica, and that
-// no other peer takes instead (none is live) leaves its capture on fewer
-// disks than it was due to be: given up, not arrived. One that another
-// peer takes stays on its way.
+// A copy that Retarget takes back, its peer no longer a replica, when no
+// other node is live to hold the capture, leaves it on this disk alone:
+// given up, not arrived. One whose site has another replica, which holds
+// the capture already or is sent it now, is not given up.
 func TestRetargetWithNoOneInsteadGivesTheCopyUp(t *testing.T) {
 	creds := network(t, 3)
 	b, c := creds[1].ID(), creds[2].ID()
-	res := &resolver{addrs: map[string]string{}} // nobody is live: nothing is sent
+	rc := newReceiver()
+	addrC, _ := serve(t, creds[2], Handler(rc.store))
+	res := &resolver{addrs: map[string]string{c: addrC}} // b is down
 	warcDir := t.TempDir()
-	entries := captures(t, warcDir, 2)
+	entries := captures(t, warcDir, 3) // three sites
 	s := newSender(t, creds[0], t.TempDir(), warcDir, res, 0)
-	s.add(t, []string{b}, entries)
+	s.run()
+	s.add(t, []string{b}, entries[:2])
+	s.add(t, []string{b, c}, entries[2:])
+	waitUntil(t, "c's copy", func() bool { return rc.count() == 1 })
 	batch := s.db.NewIndexedBatch()
 	err := s.q.Retarget(batch, func(site string) []string {
-		if site == urlkey.SiteOfKey(entries[1].Capture.URLKey) {
-			return []string{c} // b's place is c's
+		if site == urlkey.SiteOfKey(entries[0].Capture.URLKey) {
+			return nil // nobody but this node
 		}
-		return nil
+		return []string{c} // b's place is c's
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -794,7 +799,8 @@ func TestRetargetWithNoOneInsteadGivesTheCopyUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.q.Committed()
-	for i, want := range []Copies{CopiesAbandoned, CopiesQueued} {
+	waitUntil(t, "c's second copy", func() bool { return rc.count() == 2 })
+	for i, want := range []Copies{CopiesAbandoned, CopiesArrived, CopiesArrived} {
 		if got := s.q.CopiesOf(entries[i].Capture); got != want {
 			t.Errorf("capture %d: %v, want %v", i, got, want)
 		}
