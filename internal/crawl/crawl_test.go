@@ -431,10 +431,15 @@ func TestHostileServers(t *testing.T) {
 		}
 	}
 	// Bombs are archived as sent (small, compressed); only decoding stops.
-	for _, name := range []string{"gzip-bomb", "br-bomb", "deep", "bad-utf8", "latin1", "shiftjis", "binary-as-html"} {
+	for _, name := range []string{"gzip-bomb", "br-bomb", "deep", "bad-utf8", "latin1", "shiftjis", "binary-as-html", "bad-header-lines"} {
 		if len(caps[hostile[name]]) != 1 {
 			t.Errorf("%s (%s) not archived", name, hostile[name])
 		}
+	}
+	// Header lines that are not fields are passed over: the fields around
+	// them still say what the page is.
+	if cs := caps[hostile["bad-header-lines"]]; len(cs) == 1 && cs[0].MIME != "text/html" {
+		t.Errorf("bad-header-lines archived as %q, want text/html", cs[0].MIME)
 	}
 	if s.Errors == 0 {
 		t.Errorf("no fetch errors counted; slowloris and the redirect loop should give some: %+v", s)

@@ -1,8 +1,6 @@
 package crawl
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/base32"
 	"encoding/binary"
@@ -12,10 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/textproto"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -650,32 +646,15 @@ func pageSimHash(status int, h http.Header, block []byte) uint64 {
 	return extract.SimHash(body, h.Get("Content-Type"))
 }
 
-// parseHTTPHead parses the status line and header of a raw HTTP response.
+// parseHTTPHead parses the status line and header of a raw HTTP response,
+// as every reader of archived responses does (warc.ReadHTTPHead).
 func parseHTTPHead(block []byte) (int, http.Header, bool) {
-	if !bytes.HasPrefix(block, []byte("HTTP/")) {
-		return 0, nil, false
-	}
 	end := warc.HTTPHeaderEnd(block)
 	if end < 0 {
 		end = len(block)
 	}
-	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(block[:end])))
-	line, err := tp.ReadLine()
-	if err != nil {
-		return 0, nil, false
-	}
-	_, rest, _ := strings.Cut(line, " ")
-	code, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
-	status, err := strconv.Atoi(code)
-	if err != nil || status < 100 || status > 999 {
-		return 0, nil, false
-	}
-	h, err := tp.ReadMIMEHeader()
-	if err != nil && !errors.Is(err, io.EOF) {
-		// A malformed header line: keep the status, the header is unreliable.
-		return status, http.Header(h), true
-	}
-	return status, http.Header(h), true
+	hd := warc.ReadHTTPHead(block[:end])
+	return hd.Status, hd.Header, hd.Status != 0
 }
 
 // redirectOf is the resolved Location of a 3xx response.

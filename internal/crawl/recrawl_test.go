@@ -860,7 +860,7 @@ func (p *servedPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Not HTTP: an answer that cannot be archived.
 		conn, buf, err := w.(http.Hijacker).Hijack()
 		if err == nil {
-			buf.WriteString("HTTP/1.1 200 OK\r\nno colon here\r\n\r\n")
+			buf.WriteString("SSH-2.0-OpenSSH_9.6\r\n\r\n")
 			buf.Flush()
 			conn.Close()
 		}

@@ -456,6 +456,7 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 		return nil, errStaleConn
 	}
 	c.rec.start(c.nc, f.cfg.ReadTimeout, deadline, f.cfg.MaxHeaderBytes)
+	passOverBadHeaderLines(c.br)
 	hresp, err := http.ReadResponse(c.br, &http.Request{Method: http.MethodGet})
 	if err != nil {
 		if c.rec.n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {

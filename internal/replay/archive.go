@@ -6,16 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/textproto"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
-	"golang.org/x/net/http/httpguts"
 )
 
 // maxCapturesListed bounds the captures of one URL read for a lookup; a URL
@@ -269,70 +265,30 @@ func parseResponse(raw []byte) (*response, error) {
 	if end < 0 {
 		end = len(raw) // a revisit may hold headers without the blank line
 	}
-	resp, err := parseHead(raw[:end], end < len(raw))
+	resp, err := parseHead(raw[:end])
 	if err != nil {
 		return nil, err
 	}
 	resp.payload = raw[end:]
-	if chunked(resp.header) {
+	if warc.Chunked(resp.header) {
 		resp.payload, _ = warc.Dechunk(resp.payload)
 	}
 	return resp, nil
 }
 
-// chunked reports whether h frames the payload in chunks.
-func chunked(h http.Header) bool {
-	return strings.Contains(strings.ToLower(h.Get("Transfer-Encoding")), "chunked")
-}
-
 // parseHead reads the status and headers of an HTTP/1.x response's header
-// section, as browsers and other replay tools read it: a line that is not
-// a field — no colon, or a name that is no token, as in "X-Powered-By
-// PHP/5.2", which some servers send and crawlers archive as sent — is
-// passed over, and the fields around it are kept; a line beginning with a
-// space or tab continues the field before it (obs-fold, RFC 9112 §5.2).
-// Lines that are not fields with none that is, before a body
-// (bodyFollows), are taken for damage.
-func parseHead(section []byte, bodyFollows bool) (*response, error) {
-	lines := strings.Split(string(section), "\n")
-	line := strings.TrimSuffix(lines[0], "\r")
-	_, rest, _ := strings.Cut(line, " ")
-	code, _, _ := strings.Cut(rest, " ")
-	status, err := strconv.Atoi(code)
-	if err != nil || status < 100 || status > 999 {
-		if line == "" {
-			return nil, fmt.Errorf("%w: no HTTP status line", errCorrupt)
-		}
-		return nil, fmt.Errorf("%w: bad HTTP status line %q", errCorrupt, truncate(line, 80))
+// section as warc.ReadHTTPHead does, passing over lines that are not
+// fields, as browsers do; a section without an HTTP status line is
+// damage.
+func parseHead(section []byte) (*response, error) {
+	hd := warc.ReadHTTPHead(section)
+	switch {
+	case hd.Status == 0 && hd.StatusLine == "":
+		return nil, fmt.Errorf("%w: no HTTP status line", errCorrupt)
+	case hd.Status == 0:
+		return nil, fmt.Errorf("%w: bad HTTP status line %q", errCorrupt, truncate(hd.StatusLine, 80))
 	}
-	h := http.Header{}
-	var last string // the field a continuation line adds to
-	var bad []string
-	for _, line := range lines[1:] {
-		line = strings.TrimSuffix(line, "\r")
-		if line == "" {
-			break
-		}
-		if line[0] == ' ' || line[0] == '\t' {
-			if vs := h[last]; len(vs) > 0 {
-				vs[len(vs)-1] = strings.TrimLeft(vs[len(vs)-1]+" "+strings.Trim(line, " \t"), " ")
-				continue
-			}
-		}
-		name, value, ok := strings.Cut(line, ":")
-		name = strings.TrimRight(name, " \t")
-		if !ok || !httpguts.ValidHeaderFieldName(name) {
-			bad = append(bad, line)
-			last = ""
-			continue
-		}
-		last = textproto.CanonicalMIMEHeaderKey(name)
-		h[last] = append(h[last], strings.Trim(value, " \t"))
-	}
-	if len(bad) > 0 && len(h) == 0 && bodyFollows {
-		return nil, fmt.Errorf("%w: bad HTTP header line %q", errCorrupt, truncate(bad[0], 80))
-	}
-	return &response{status: status, header: h}, nil
+	return &response{status: hd.Status, header: hd.Header}, nil
 }
 
 func truncate(s string, n int) string {

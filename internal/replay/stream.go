@@ -154,11 +154,11 @@ func (s *Server) openLarge(ctx context.Context, c index.Capture) (*response, *wa
 		}
 		resp = &response{status: http.StatusOK, header: h}
 	} else {
-		if resp, err = parseHead(section, true); err != nil {
+		if resp, err = parseHead(section); err != nil {
 			return nil, nil, err
 		}
 		body.skip, body.size = int64(len(section)), b.Length-int64(len(section))
-		if chunked(resp.header) {
+		if warc.Chunked(resp.header) {
 			body.size = -1
 		}
 	}

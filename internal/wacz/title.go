@@ -1,13 +1,8 @@
 package wacz
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
-	"io"
 	"mime"
-	"net/http"
-	"net/textproto"
 	"strings"
 	"unicode/utf8"
 
@@ -46,15 +41,7 @@ func pageTitle(block []byte) string {
 	if end < 0 {
 		return ""
 	}
-	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(block[:end])))
-	if _, err := tp.ReadLine(); err != nil {
-		return ""
-	}
-	mh, err := tp.ReadMIMEHeader()
-	if err != nil && !errors.Is(err, io.EOF) {
-		return ""
-	}
-	h := http.Header(mh)
+	h := warc.ReadHTTPHead(block[:end]).Header
 	body, _, err := warc.HTTPPayload(block)
 	if err != nil {
 		return ""

@@ -1,17 +1,13 @@
 package warc
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha1"
 	"encoding/base32"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -184,29 +180,29 @@ func HTTPHeaderEnd(raw []byte) int {
 // HTTPPayload returns the entity body of a raw HTTP/1.x response: the bytes
 // after the header section with chunked transfer-coding removed (a content
 // coding such as gzip is kept; that is the payload). A message cut short
-// gives what is there and truncated=true.
+// gives what is there and truncated=true. The header section is read as
+// ReadHTTPHead reads it; one without an HTTP status line is an error.
 func HTTPPayload(raw []byte) (payload []byte, truncated bool, err error) {
 	end := HTTPHeaderEnd(raw)
 	if end < 0 {
 		return nil, true, nil // headers cut off: no payload
 	}
-	// A buffer the size of the headers, not bufio's 4 KiB: this runs for
-	// every response.
-	tp := textproto.NewReader(bufio.NewReaderSize(bytes.NewReader(raw[:end]), end))
-	if _, err := tp.ReadLine(); err != nil {
-		return nil, false, fmt.Errorf("http status line: %w", err)
-	}
-	h, err := tp.ReadMIMEHeader()
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, false, fmt.Errorf("http headers: %w", err)
+	hd := ReadHTTPHead(raw[:end])
+	if hd.Status == 0 {
+		return nil, false, fmt.Errorf("http status line %.80q: not an HTTP response", hd.StatusLine)
 	}
 	body := raw[end:]
-	te := strings.ToLower(http.Header(h).Get("Transfer-Encoding"))
-	if !strings.Contains(te, "chunked") {
+	if !Chunked(hd.Header) {
 		return body, false, nil
 	}
 	payload, truncated = Dechunk(body)
 	return payload, truncated, nil
+}
+
+// Chunked reports whether an HTTP response's header h frames its payload
+// in chunks: a Transfer-Encoding field, any of them, names chunked.
+func Chunked(h http.Header) bool {
+	return strings.Contains(strings.ToLower(strings.Join(h.Values("Transfer-Encoding"), ",")), "chunked")
 }
 
 // Dechunk removes chunked framing from b, an HTTP/1.1 message body,

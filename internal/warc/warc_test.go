@@ -287,6 +287,20 @@ func TestHTTPPayload(t *testing.T) {
 	if string(p) != "hello world" {
 		t.Errorf("plain: %q", p)
 	}
+	// A line that is not a field is passed over, as ReadHTTPHead reads a
+	// head: the chunking named after it still frames the payload.
+	junk := "HTTP/1.1 200 OK\r\nX-Powered-By PHP/5.2\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+	if p, trunc, err := HTTPPayload([]byte(junk)); err != nil || trunc || string(p) != "hello" {
+		t.Errorf("chunked after a line that is not a field: %q %v %v", p, trunc, err)
+	}
+	// Chunking named in a second Transfer-Encoding field frames it too.
+	second := "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+	if p, _, err := HTTPPayload([]byte(second)); err != nil || string(p) != "hello" {
+		t.Errorf("chunked in a second field: %q %v", p, err)
+	}
+	if _, _, err := HTTPPayload([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err == nil {
+		t.Error("a request read as a response: no error")
+	}
 }
 
 // TestReadsWget reads a WARC written by GNU Wget 1.21 (testdata).

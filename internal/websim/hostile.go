@@ -21,6 +21,7 @@ const hostileDomain = "hostile.test"
 var hostilePaths = [...]string{
 	"deep", "giant-attr", "bad-utf8", "latin1", "shiftjis", "binary-as-html",
 	"gzip-bomb", "br-bomb", "endless", "slowloris", "redirect-loop", "huge-headers",
+	"bad-header-lines",
 }
 
 // robotsVariants name the hosts robots-<variant>.hostile.test, whose
@@ -41,7 +42,8 @@ const (
 // "shiftjis", "binary-as-html", "gzip-bomb" and "br-bomb" (10 GiB of zeros
 // when decoded), "endless" (a body that never ends), "slowloris" (a header
 // byte a second, forever), "redirect-loop", "huge-headers" (12 MB of them),
-// and the home pages of the hosts with a bad robots.txt: "robots-huge"
+// "bad-header-lines" (a chunked page whose header holds lines that are not
+// fields, as some servers send: browsers pass over them), and the home pages of the hosts with a bad robots.txt: "robots-huge"
 // (5 MB), "robots-binary", "robots-500" and "robots-slow" (stalls
 // SlowDelay).
 func (w *Web) HostileURLs() map[string]string {
@@ -158,6 +160,8 @@ func (w *Web) serveHostilePath(rw http.ResponseWriter, r *http.Request) {
 		redirect(rw, r, http.StatusFound, "/redirect-loop/again")
 	case "/redirect-loop/again":
 		redirect(rw, r, http.StatusFound, "/redirect-loop")
+	case "/bad-header-lines":
+		w.badHeaderLines(rw)
 	case "/huge-headers":
 		filler := strings.Repeat("h", 1000)
 		for i := range hugeHeaderCount {
@@ -211,6 +215,21 @@ func (w *Web) serveRobotsVariant(rw http.ResponseWriter, r *http.Request, varian
 	default:
 		notFound(rw, r)
 	}
+}
+
+// badHeaderLines answers with header lines that are not fields around the
+// ones that are: no colon, a control byte in a value.
+func (w *Web) badHeaderLines(rw http.ResponseWriter) {
+	conn, buf, err := http.NewResponseController(rw).Hijack()
+	if err != nil {
+		http.Error(rw, "websim: bad-header-lines needs an HTTP/1.x connection: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer conn.Close()
+	page := "<!DOCTYPE html>\n<html><head><title>Bad header lines</title></head><body>\n<p><a href=\"/\">Home</a></p>\n</body></html>\n"
+	fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nX-Powered-By PHP/5.2\r\nContent-Type: text/html; charset=utf-8\r\n"+
+		"X-Debug: a\x01b\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(page), page)
+	buf.Flush()
 }
 
 // slowloris sends a status line and then one header byte a second, never

@@ -1,0 +1,104 @@
+package fetch
+
+import (
+	"bufio"
+	"bytes"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// passOverBadHeaderLines lets http.ReadResponse read a response whose
+// header section holds lines that are not fields — "X-Powered-By PHP/5.2"
+// without its colon, a name of non-token bytes, a value with control
+// bytes — which some servers send, browsers pass over, and other crawlers
+// archive. net/http refuses the whole response for one such line.
+//
+// Each such line, while the whole section is in br's buffer, is rewritten
+// there, at its length, into an empty field named "X" ("X:" and spaces);
+// the lines around it are left as they are. The archived bytes are not
+// these: the recorder below br keeps what the server sent. A line too
+// short to rewrite, or a section longer than br's buffer, is left to
+// ReadResponse, which refuses it as before.
+func passOverBadHeaderLines(br *bufio.Reader) {
+	if _, err := br.Peek(1); err != nil {
+		return
+	}
+	for {
+		n := br.Buffered()
+		buf, _ := br.Peek(n)
+		if end := headerEnd(buf); end >= 0 {
+			rewriteBadHeaderLines(buf[:end])
+			return
+		}
+		if n >= br.Size() {
+			return
+		}
+		if _, err := br.Peek(n + 1); err != nil {
+			return // cut off: ReadResponse says so
+		}
+	}
+}
+
+// headerEnd returns the length of the header section at the start of b,
+// its blank line included, or -1 while it is incomplete.
+func headerEnd(b []byte) int {
+	status := true
+	for i := 0; i < len(b); {
+		nl := bytes.IndexByte(b[i:], '\n')
+		if nl < 0 {
+			return -1
+		}
+		blank := nl == 0 || nl == 1 && b[i] == '\r'
+		i += nl + 1
+		if blank && !status {
+			return i
+		}
+		status = false
+	}
+	return -1
+}
+
+// rewriteBadHeaderLines rewrites in place, at their length, the lines of a
+// header section (status line first, blank line last) that net/http would
+// refuse as fields.
+func rewriteBadHeaderLines(section []byte) {
+	first := true // the status line
+	for len(section) > 0 {
+		nl := bytes.IndexByte(section, '\n')
+		if nl < 0 {
+			return
+		}
+		line := section[:nl] // with its '\r', if any: one more byte to rewrite into
+		section = section[nl+1:]
+		if first {
+			first = false
+			continue
+		}
+		if len(bytes.TrimSuffix(line, []byte("\r"))) == 0 || line[0] == ' ' || line[0] == '\t' {
+			continue // the blank line, or a continuation of the field before
+		}
+		if validField(bytes.TrimSuffix(line, []byte("\r"))) || len(line) < 2 {
+			continue
+		}
+		line[0], line[1] = 'X', ':'
+		for i := 2; i < len(line); i++ {
+			line[i] = ' '
+		}
+	}
+}
+
+// validField reports whether a header line is a field net/http takes: a
+// name of token bytes (and spaces, which it takes too), a colon, and a
+// value without control bytes other than tab.
+func validField(line []byte) bool {
+	name, value, ok := bytes.Cut(line, []byte(":"))
+	if !ok || len(name) == 0 {
+		return false
+	}
+	for _, c := range name {
+		if c != ' ' && !httpguts.IsTokenRune(rune(c)) {
+			return false
+		}
+	}
+	return httpguts.ValidHeaderFieldValue(string(value))
+}

@@ -1,0 +1,96 @@
+package fetch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// A response with header lines that are not fields (no colon, a name of
+// bytes no token has, a control byte in a value) is archived as sent, its
+// valid fields read, as browsers and other crawlers read it; the
+// connection serves the next request as before.
+func TestHeaderLinesThatAreNotFieldsArePassedOver(t *testing.T) {
+	resp := "HTTP/1.1 200 OK\r\n" +
+		"X-Powered-By PHP/5.2\r\n" + // no colon, first of the fields
+		"Content-Type: text/html; charset=utf-8\r\n" +
+		"N\x80me: v\r\n" +
+		"X-Debug: a\x00b\r\n" +
+		"ETag: \"v1\"\r\n" +
+		"Content-Length: 5\r\n" +
+		"oops\r\n" + // no colon, last
+		"\r\nhello"
+	base, conns := rawServer(t, resp, false)
+	f := newFetcher(t, Config{})
+	for range 2 {
+		r, err := f.Fetch(context.Background(), Request{URL: base + "/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Raw) != resp {
+			t.Fatalf("raw response %q, want the bytes sent, %q", r.Raw, resp)
+		}
+		if r.StatusCode != 200 || string(r.Body) != "hello" || r.Header.Get("Content-Type") != "text/html; charset=utf-8" || r.Header.Get("ETag") != `"v1"` {
+			t.Errorf("status %d, body %q, header %v", r.StatusCode, r.Body, r.Header)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for 2 requests, want 1 (keep-alive)", n)
+	}
+}
+
+// What cannot be rewritten is refused as before: a cut-off section, a line
+// of one byte without a carriage return.
+func TestHeaderLinesLeftToNetHTTP(t *testing.T) {
+	for _, resp := range []string{
+		"HTTP/1.1 200 OK\nX\nContent-Length: 2\n\nhi",
+		"HTTP/1.1 200 OK\r\nNo colon",
+	} {
+		base, _ := rawServer(t, resp, true)
+		if r, err := newFetcher(t, Config{}).Fetch(context.Background(), Request{URL: base + "/"}); err == nil {
+			t.Errorf("%q: fetched, status %d; want an error", resp, r.StatusCode)
+		}
+	}
+}
+
+// Rewriting keeps every byte's place, changes nothing of a section
+// net/http takes whole, and of one it takes only once rewritten, keeps
+// every field but adds "X".
+func FuzzRewriteBadHeaderLines(f *testing.F) {
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nbad line\r\n\r\n"))
+	f.Add([]byte("HTTP/1.1 200 OK\r\nA: 1\r\n folded\r\n:x\r\nN\x80: v\r\nV: \x01\r\n\r\n"))
+	f.Add([]byte("HTTP/1.0 404 Not Found\n\n"))
+	f.Fuzz(func(t *testing.T, section []byte) {
+		end := headerEnd(section)
+		if end < 0 {
+			return
+		}
+		orig := bytes.Clone(section[:end])
+		got := bytes.Clone(orig)
+		rewriteBadHeaderLines(got)
+		if len(got) != len(orig) || bytes.Count(got, []byte("\n")) != bytes.Count(orig, []byte("\n")) {
+			t.Fatalf("%q rewritten %q: lines moved", orig, got)
+		}
+		read := func(b []byte) (http.Header, bool) {
+			resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(b)), nil)
+			if err != nil {
+				return nil, false
+			}
+			return resp.Header, true
+		}
+		if _, ok := read(orig); ok && !bytes.Equal(got, orig) {
+			t.Fatalf("%q, which net/http reads, rewritten %q", orig, got)
+		}
+		if after, ok := read(got); ok {
+			for _, line := range strings.Split(string(orig), "\n")[1:] {
+				name, _, _ := strings.Cut(line, ":")
+				if validField([]byte(strings.TrimSuffix(line, "\r"))) && line[0] != ' ' && line[0] != '\t' && after[http.CanonicalHeaderKey(name)] == nil {
+					t.Fatalf("%q rewritten %q: field %q lost", orig, got, name)
+				}
+			}
+		}
+	})
+}
