@@ -49,6 +49,11 @@ type ImportStats struct {
 	// the archive but not indexed — a URL that is not http(s), a date the
 	// index cannot order — each named in a warning.
 	Unindexed int64
+	// Unresolved counts the revisits indexed whose payload the archive
+	// does not hold once every file is in: they replay once the records
+	// holding it are imported (or, on a node, while another node holds
+	// them).
+	Unresolved int64
 }
 
 // Import adds the records of WARC files (.warc or .warc.gz, a gzip member per
@@ -101,7 +106,8 @@ func Import(ctx context.Context, data string, files []string, log *slog.Logger) 
 	if err != nil {
 		return ImportStats{}, err
 	}
-	im := &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, segInfo: map[string]string{}}
+	im := &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, segInfo: map[string]string{},
+		payloads: map[string]string{}}
 	var errs []error
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
@@ -121,6 +127,11 @@ func Import(ctx context.Context, data string, files []string, log *slog.Logger) 
 			errs = append(errs, fmt.Errorf("import: %w", err))
 		}
 	}
+	if im.broken == nil {
+		if err := im.adoptOrphans(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return im.stats, errors.Join(errs...)
 }
 
@@ -136,6 +147,101 @@ type importer struct {
 
 	dupCaptures map[string]bool   // record IDs of recent duplicate captures
 	segInfo     map[string]string // segment name → its warcinfo record ID ("" if none)
+
+	// payloads holds the payload digests of the responses and resources
+	// indexed in this run, by record ID: a revisit that names its original
+	// by WARC-Refers-To alone takes its digest. orphans are the revisits
+	// indexed before their original, or without one. At most maxTracked
+	// of each.
+	payloads map[string]string
+	orphans  []orphan
+}
+
+// orphan is a revisit indexed while the archive did not hold its payload.
+type orphan struct {
+	urlKey, recordID string
+	time             time.Time
+	digest           string
+	refersTo         string    // WARC-Refers-To
+	target           string    // WARC-Refers-To-Target-URI
+	targetAt         time.Time // WARC-Refers-To-Date
+}
+
+// maxTracked bounds the payloads and orphans an importer remembers
+// (about 100 bytes each); past it, an orphan counts as unresolved
+// without a second look.
+const maxTracked = 1 << 20
+
+// adoptOrphans gives the revisits indexed before their originals, now
+// that every file is in, what a revisit indexed after them has: the
+// original's payload digest (for one that named it by WARC-Refers-To
+// alone) and SimHash. It counts the revisits whose payload is still not
+// in the archive.
+func (im *importer) adoptOrphans(ctx context.Context) error {
+	b := im.db.NewBatch()
+	defer b.Close()
+	x := index.New(im.db)
+	for _, o := range im.orphans {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if o.digest == "" {
+			o.digest = im.payloads[o.refersTo]
+		}
+		if o.digest != "" {
+			first, ok, err := index.ByDigest(im.db, o.digest)
+			if err != nil {
+				return fmt.Errorf("import: %w", err)
+			}
+			if ok {
+				cp, found, err := index.Lookup(im.db, o.urlKey, o.time)
+				if err != nil {
+					return fmt.Errorf("import: %w", err)
+				}
+				if found && cp.RecordID == o.recordID && (cp.Digest != o.digest || cp.SimHash != first.SimHash) {
+					cp.Digest, cp.SimHash = o.digest, first.SimHash
+					if err := index.Put(b, cp); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+		}
+		if o.target != "" && !o.targetAt.IsZero() {
+			// Named by URL and date, as Heritrix names it: replay finds it
+			// so, if the archive holds a capture there.
+			held := false
+			if key, err := urlkey.SURT(o.target); err == nil {
+				err = x.CapturesBetween(ctx, key, o.targetAt.Add(-time.Second), o.targetAt.Add(time.Second), false, func(index.Capture) (bool, error) {
+					held = true
+					return false, nil
+				})
+				if err != nil {
+					return fmt.Errorf("import: %w", err)
+				}
+			}
+			if held {
+				continue
+			}
+		}
+		im.stats.Unresolved++
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	return nil
+}
+
+// noteRevisit remembers a revisit indexed while the archive does not
+// hold its payload.
+func (im *importer) noteRevisit(cp index.Capture, rec *warc.Record) {
+	if len(im.orphans) >= maxTracked {
+		im.stats.Unresolved++
+		return
+	}
+	at, _ := warc.ParseDate(rec.Header.Get("WARC-Refers-To-Date"))
+	im.orphans = append(im.orphans, orphan{urlKey: cp.URLKey, recordID: cp.RecordID, time: cp.Time, digest: cp.Digest,
+		refersTo: rec.Header.Get("WARC-Refers-To"), target: rec.Header.Get("WARC-Refers-To-Target-URI"), targetAt: at})
 }
 
 // pendingRecord is a record of the group being assembled.
@@ -511,17 +617,29 @@ func (im *importer) commit(g *group) error {
 		}
 		cp := *p.capture
 		cp.Segment, cp.Offset, cp.Length = l.Segment, l.Offset, l.Length
-		if cp.Type == warc.TypeRevisit && cp.Digest != "" {
+		if cp.Type == warc.TypeRevisit {
+			if cp.Digest == "" {
+				// Named by its record ID alone: the digest of the original,
+				// if this run imported it.
+				cp.Digest = im.payloads[p.rec.Header.Get("WARC-Refers-To")]
+			}
 			// Its original's SimHash, as a crawled or replicated revisit has,
 			// if the archive holds the original: imported before, or earlier
 			// in this batch (b is indexed: it reads its own PutDigest).
-			first, ok, err := index.ByDigest(b, cp.Digest)
-			if err != nil {
-				return fail(err)
+			var first index.Capture
+			ok := false
+			if cp.Digest != "" {
+				if first, ok, err = index.ByDigest(b, cp.Digest); err != nil {
+					return fail(err)
+				}
 			}
 			if ok {
 				cp.SimHash = first.SimHash
+			} else {
+				im.noteRevisit(cp, p.rec)
 			}
+		} else if cp.Digest != "" && len(im.payloads) < maxTracked {
+			im.payloads[cp.RecordID] = cp.Digest
 		}
 		if err := index.Put(b, cp); err != nil {
 			return fail(err)

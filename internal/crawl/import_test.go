@@ -778,6 +778,62 @@ func TestImportRevisitSimHashFromOriginal(t *testing.T) {
 	}
 }
 
+// Revisits that come before their original, in the same Import, end with
+// what they would have had after it: its SimHash, and, for one that names
+// it by WARC-Refers-To alone (no digest, no URL and date, as some tools
+// write a server-not-modified revisit), its payload digest, by which
+// replay finds it. A revisit whose payload is nowhere is counted.
+func TestImportResolvesRevisitsBeforeTheirOriginal(t *testing.T) {
+	body := "<html><head><title>t</title></head><body><p>" + strings.Repeat("the text of a page imported late ", 20) + "</p></body></html>"
+	raw := []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+	head := raw[:bytes.Index(raw, []byte("\r\n\r\n"))+4]
+	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	write := func(recs ...*warc.Record) string {
+		dir := t.TempDir()
+		w, err := warc.NewWriter(dir, warc.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if _, err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+		return files[0]
+	}
+	orig, err := warc.NewResponse("http://a.example/", at, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := orig.Header.Get("WARC-Payload-Digest")
+	early := warc.NewRevisit("http://b.example/", at.Add(time.Hour), warc.ProfileIdenticalPayload, head, digest,
+		warc.RefersTo{ID: orig.ID(), URI: "http://a.example/", Date: at})
+	byID := warc.NewRevisit("http://a.example/", at.Add(2*time.Hour), "http://netpreserve.org/warc/1.0/revisit/server-not-modified",
+		[]byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "", warc.RefersTo{ID: orig.ID()})
+	nowhere := warc.NewRevisit("http://c.example/", at.Add(3*time.Hour), warc.ProfileIdenticalPayload, head,
+		"sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", warc.RefersTo{})
+	data := t.TempDir()
+	s := importFiles(t, data, write(early, byID, nowhere), write(orig))
+	if s.Unresolved != 1 {
+		t.Errorf("%d revisits counted unresolved; want the one whose payload is nowhere", s.Unresolved)
+	}
+	got := archived(t, data)
+	want := got["http://a.example/"][0]
+	if want.SimHash == 0 {
+		t.Fatal("the original has no SimHash: the test covers nothing")
+	}
+	if cs := got["http://b.example/"]; len(cs) != 1 || cs[0].SimHash != want.SimHash {
+		t.Errorf("the revisit imported before its original: %+v; want SimHash %016x", cs, want.SimHash)
+	}
+	if cs := got["http://a.example/"]; len(cs) != 2 || cs[1].Type != warc.TypeRevisit || cs[1].Digest != digest {
+		t.Errorf("the revisit naming its original by record ID alone: %+v; want digest %s", cs, digest)
+	}
+}
+
 // A response dated before 1970, which the index would sort out of order,
 // or of an ftp: URL, which replay does not serve, is kept in the archive
 // (nothing is lost) but not indexed, and counted; the same file as written
