@@ -36,6 +36,26 @@ func importFiles(t *testing.T, data string, files ...string) ImportStats {
 	return s
 }
 
+// warcFile writes recs into a WARC file of their own and returns its path.
+func warcFile(t *testing.T, recs ...*warc.Record) string {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if _, err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	return files[0]
+}
+
 // readRecords reads every record of a WARC file.
 func readRecords(t *testing.T, path string) []*warc.Record {
 	t.Helper()
@@ -730,42 +750,32 @@ func TestImportKeepsRevisitSimHash(t *testing.T) {
 	}
 }
 
-// A revisit imported takes the SimHash of its original, whether the
-// original was imported earlier in the same batch or by an earlier Import.
-func TestImportRevisitSimHashFromOriginal(t *testing.T) {
-	body := "<html><head><title>t</title></head><body><p>" + strings.Repeat("words of a page that has text ", 20) + "</p></body></html>"
+// htmlResponse is a response record of http://a.example/ on 2024-01-01:
+// an HTML page of text repeated; head is its HTTP head.
+func htmlResponse(t *testing.T, text string) (rec *warc.Record, head []byte) {
+	t.Helper()
+	body := "<html><head><title>t</title></head><body><p>" + strings.Repeat(text, 20) + "</p></body></html>"
 	raw := []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
-	head := raw[:bytes.Index(raw, []byte("\r\n\r\n"))+4]
-	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	write := func(recs ...*warc.Record) string {
-		dir := t.TempDir()
-		w, err := warc.NewWriter(dir, warc.WriterOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if _, err := w.Write(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-		return files[0]
-	}
-	orig, err := warc.NewResponse("http://a.example/", at, raw)
+	rec, err := warc.NewResponse("http://a.example/", time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), raw)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rec, raw[:bytes.Index(raw, []byte("\r\n\r\n"))+4]
+}
+
+// A revisit imported takes the SimHash of its original, whether the
+// original was imported earlier in the same batch or by an earlier Import.
+func TestImportRevisitSimHashFromOriginal(t *testing.T) {
+	orig, head := htmlResponse(t, "words of a page that has text ")
+	at, _ := orig.Date()
 	digest := orig.Header.Get("WARC-Payload-Digest")
 	revisit := func(u string, d time.Duration) *warc.Record {
 		return warc.NewRevisit(u, at.Add(d), "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest", head, digest,
 			warc.RefersTo{ID: orig.ID(), URI: "http://a.example/", Date: at})
 	}
 	data := t.TempDir()
-	importFiles(t, data, write(orig, revisit("http://b.example/", time.Hour)))
-	importFiles(t, data, write(revisit("http://c.example/", 2*time.Hour)))
+	importFiles(t, data, warcFile(t, orig, revisit("http://b.example/", time.Hour)))
+	importFiles(t, data, warcFile(t, revisit("http://c.example/", 2*time.Hour)))
 	got := archived(t, data)
 	want := got["http://a.example/"][0].SimHash
 	if want == 0 {
@@ -784,31 +794,8 @@ func TestImportRevisitSimHashFromOriginal(t *testing.T) {
 // write a server-not-modified revisit), its payload digest, by which
 // replay finds it. A revisit whose payload is nowhere is counted.
 func TestImportResolvesRevisitsBeforeTheirOriginal(t *testing.T) {
-	body := "<html><head><title>t</title></head><body><p>" + strings.Repeat("the text of a page imported late ", 20) + "</p></body></html>"
-	raw := []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
-	head := raw[:bytes.Index(raw, []byte("\r\n\r\n"))+4]
-	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	write := func(recs ...*warc.Record) string {
-		dir := t.TempDir()
-		w, err := warc.NewWriter(dir, warc.WriterOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if _, err := w.Write(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-		return files[0]
-	}
-	orig, err := warc.NewResponse("http://a.example/", at, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	orig, head := htmlResponse(t, "the text of a page imported late ")
+	at, _ := orig.Date()
 	digest := orig.Header.Get("WARC-Payload-Digest")
 	early := warc.NewRevisit("http://b.example/", at.Add(time.Hour), warc.ProfileIdenticalPayload, head, digest,
 		warc.RefersTo{ID: orig.ID(), URI: "http://a.example/", Date: at})
@@ -817,7 +804,7 @@ func TestImportResolvesRevisitsBeforeTheirOriginal(t *testing.T) {
 	nowhere := warc.NewRevisit("http://c.example/", at.Add(3*time.Hour), warc.ProfileIdenticalPayload, head,
 		"sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", warc.RefersTo{})
 	data := t.TempDir()
-	s := importFiles(t, data, write(early, byID, nowhere), write(orig))
+	s := importFiles(t, data, warcFile(t, early, byID, nowhere), warcFile(t, orig))
 	if s.Unresolved != 1 {
 		t.Errorf("%d revisits counted unresolved; want the one whose payload is nowhere", s.Unresolved)
 	}
