@@ -728,10 +728,7 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 		cp.Redirect = redirectOf(uri, status, h)
 		cp.SimHash = pageSimHash(status, h, rec.Block)
 		if digest == "" {
-			payload, _, err := warc.HTTPPayload(rec.Block)
-			if err != nil {
-				return nil, err.Error()
-			}
+			payload, _ := warc.HTTPPayload(rec.Block)
 			digest = warc.Digest(payload)
 		}
 	case warc.TypeRevisit:
@@ -753,10 +750,7 @@ func pageSimHash(status int, h http.Header, block []byte) uint64 {
 	if !hasSimHash(status, h) {
 		return 0
 	}
-	payload, _, err := warc.HTTPPayload(block)
-	if err != nil {
-		return 0
-	}
+	payload, _ := warc.HTTPPayload(block)
 	body, err := fetch.DecodeContent(payload, h.Get("Content-Encoding"), fetch.DefaultMaxDecodedSize)
 	if err != nil && len(body) == 0 {
 		return 0

@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -448,7 +449,8 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 			c.nc.Close()
 		}
 	}()
-	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+	c.rec.cancelled.Store(false) // a connection kept was not cancelled: it would not have been kept
+	stop := context.AfterFunc(ctx, c.rec.cancel)
 	defer stop()
 	deadline, _ := ctx.Deadline()
 	c.nc.SetWriteDeadline(deadline)
@@ -836,17 +838,34 @@ type recorder struct {
 	over     bool // the limit was met
 	idle     time.Duration
 	deadline time.Time
+	// err is the first error a Read met: every later Read returns it, so
+	// that a reader that asks again (bufio hands an error out once) does
+	// not wait a second idle timeout.
+	err error
+	// cancelled is set when the request's context ends: no Read waits
+	// after it, though each sets a fresh deadline.
+	cancelled atomic.Bool
 }
 
 func (r *recorder) start(nc net.Conn, idle time.Duration, deadline time.Time, headerLimit int) {
-	r.r, r.buf, r.n, r.limit, r.over, r.idle, r.deadline = nc, r.buf[:0], 0, headerLimit, false, idle, deadline
+	r.r, r.buf, r.n, r.limit, r.over, r.idle, r.deadline, r.err = nc, r.buf[:0], 0, headerLimit, false, idle, deadline, nil
+}
+
+// cancel ends the Read in progress, and every later one.
+func (r *recorder) cancel() {
+	r.cancelled.Store(true)
+	r.r.SetDeadline(time.Unix(1, 0))
 }
 
 func (r *recorder) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
 	if r.limit >= 0 {
 		if r.n >= r.limit {
 			r.over = true
-			return 0, errors.New("read limit")
+			r.err = errors.New("read limit")
+			return 0, r.err
 		}
 		p = p[:min(len(p), r.limit-r.n)]
 	}
@@ -855,8 +874,13 @@ func (r *recorder) Read(p []byte) (int, error) {
 		d = r.deadline
 	}
 	r.r.SetReadDeadline(d)
+	if r.cancelled.Load() {
+		// Cancelled before, or while, the deadline above was set.
+		r.r.SetReadDeadline(time.Unix(1, 0))
+	}
 	n, err := r.r.Read(p)
 	r.buf = append(r.buf, p[:n]...)
 	r.n += n
+	r.err = err
 	return n, err
 }

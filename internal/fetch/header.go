@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"bytes"
 
-	"golang.org/x/net/http/httpguts"
+	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 // passOverBadHeaderLines lets http.ReadResponse read a response whose
@@ -26,6 +26,9 @@ func passOverBadHeaderLines(br *bufio.Reader) {
 	for {
 		n := br.Buffered()
 		buf, _ := br.Peek(n)
+		if !bytes.HasPrefix(buf, []byte("HTTP/")[:min(n, 5)]) {
+			return // no HTTP response: ReadResponse says so, without waiting for more
+		}
 		if end := headerEnd(buf); end >= 0 {
 			rewriteBadHeaderLines(buf[:end])
 			return
@@ -77,7 +80,7 @@ func rewriteBadHeaderLines(section []byte) {
 		if len(bytes.TrimSuffix(line, []byte("\r"))) == 0 || line[0] == ' ' || line[0] == '\t' {
 			continue // the blank line, or a continuation of the field before
 		}
-		if validField(bytes.TrimSuffix(line, []byte("\r"))) || len(line) < 2 {
+		if warc.IsHTTPField(bytes.TrimSuffix(line, []byte("\r"))) || len(line) < 2 {
 			continue
 		}
 		line[0], line[1] = 'X', ':'
@@ -85,20 +88,4 @@ func rewriteBadHeaderLines(section []byte) {
 			line[i] = ' '
 		}
 	}
-}
-
-// validField reports whether a header line is a field net/http takes: a
-// name of token bytes (and spaces, which it takes too), a colon, and a
-// value without control bytes other than tab.
-func validField(line []byte) bool {
-	name, value, ok := bytes.Cut(line, []byte(":"))
-	if !ok || len(name) == 0 {
-		return false
-	}
-	for _, c := range name {
-		if c != ' ' && !httpguts.IsTokenRune(rune(c)) {
-			return false
-		}
-	}
-	return httpguts.ValidHeaderFieldValue(string(value))
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 // A response with header lines that are not fields (no colon, a name of
@@ -42,6 +44,33 @@ func TestHeaderLinesThatAreNotFieldsArePassedOver(t *testing.T) {
 	}
 }
 
+// The record of a fetched response holds, as its payload, the body the
+// fetcher read: the two read the head alike, a field net/http does not
+// take (a space before the colon, a control byte in the value) framing
+// nothing for either; a status code net/http takes, for both.
+func TestRecordPayloadIsTheFetchedBody(t *testing.T) {
+	for _, resp := range []string{
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding : chunked\r\nContent-Length: 5\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: \x01chunked\r\nContent-Length: 5\r\n\r\nhello",
+		"HTTP/1.1 099 Odd\r\nX-Powered-By PHP/5.2\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+	} {
+		base, _ := rawServer(t, resp, true)
+		r, err := newFetcher(t, Config{}).Fetch(context.Background(), Request{URL: base + "/"})
+		if err != nil {
+			t.Errorf("%q: %v", resp, err)
+			continue
+		}
+		rec, err := warc.NewFetchedResponse(base+"/", r.Start, r.Raw)
+		if err != nil {
+			t.Errorf("%q: fetched (status %d), but no record: %v", resp, r.StatusCode, err)
+			continue
+		}
+		if string(r.Body) != "hello" || rec.Header.Get("WARC-Payload-Digest") != warc.Digest(r.Body) {
+			t.Errorf("%q: body %q, the record's payload digest %s, the body's %s", resp, r.Body, rec.Header.Get("WARC-Payload-Digest"), warc.Digest(r.Body))
+		}
+	}
+}
+
 // What cannot be rewritten is refused as before: a cut-off section, a line
 // of one byte without a carriage return.
 func TestHeaderLinesLeftToNetHTTP(t *testing.T) {
@@ -58,7 +87,8 @@ func TestHeaderLinesLeftToNetHTTP(t *testing.T) {
 
 // Rewriting keeps every byte's place, changes nothing of a section
 // net/http takes whole, and of one it takes only once rewritten, keeps
-// every field but adds "X".
+// every field but adds "X"; what net/http then reads is what
+// warc.ReadHTTPHead reads of the bytes as sent.
 func FuzzRewriteBadHeaderLines(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nbad line\r\n\r\n"))
 	f.Add([]byte("HTTP/1.1 200 OK\r\nA: 1\r\n folded\r\n:x\r\nN\x80: v\r\nV: \x01\r\n\r\n"))
@@ -85,9 +115,16 @@ func FuzzRewriteBadHeaderLines(f *testing.F) {
 			t.Fatalf("%q, which net/http reads, rewritten %q", orig, got)
 		}
 		if after, ok := read(got); ok {
+			// What the fetcher read is what the record's readers read.
+			archived := warc.ReadHTTPHead(orig).Header
+			for name, vs := range after {
+				if name != "X" && strings.Join(archived[name], "\x00") != strings.Join(vs, "\x00") {
+					t.Fatalf("%q: net/http read %s as %q after the rewrite, warc.ReadHTTPHead %q", orig, name, vs, archived[name])
+				}
+			}
 			for _, line := range strings.Split(string(orig), "\n")[1:] {
 				name, _, _ := strings.Cut(line, ":")
-				if validField([]byte(strings.TrimSuffix(line, "\r"))) && line[0] != ' ' && line[0] != '\t' && after[http.CanonicalHeaderKey(name)] == nil {
+				if warc.IsHTTPField(strings.TrimSuffix(line, "\r")) && line[0] != ' ' && line[0] != '\t' && after[http.CanonicalHeaderKey(name)] == nil {
 					t.Fatalf("%q rewritten %q: field %q lost", orig, got, name)
 				}
 			}

@@ -21,7 +21,7 @@ func TestParseResponsePassesOverLinesThatAreNotFields(t *testing.T) {
 			"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Powered-By PHP/5.2\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n<p>hi\r\n4\r\n</p>\r\n0\r\n\r\n",
 			http.Header{"Content-Type": {"text/html"}, "Transfer-Encoding": {"chunked"}}, "<p>hi</p>"},
 		{"a name that is no token",
-			"HTTP/1.1 200 OK\r\nBad Name: v\r\nContent-Type: text/html\r\n\r\n<p>hi</p>",
+			"HTTP/1.1 200 OK\r\nN\x80me: v\r\nContent-Type: text/html\r\n\r\n<p>hi</p>",
 			http.Header{"Content-Type": {"text/html"}}, "<p>hi</p>"},
 		{"a folded field (obs-fold)",
 			"HTTP/1.1 200 OK\r\nContent-Type: text/html;\r\n\tcharset=utf-8\r\n\r\n<p>hi</p>",

@@ -578,7 +578,7 @@ func checkTitles(t *testing.T, data string, caps []index.Capture, pages []map[st
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _, _ := warc.HTTPPayload(rec.Block)
+		body, _ := warc.HTTPPayload(rec.Block)
 		end := warc.HTTPHeaderEnd(rec.Block)
 		ce := ""
 		for _, l := range strings.Split(string(rec.Block[:end]), "\r\n") {

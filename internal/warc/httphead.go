@@ -43,20 +43,44 @@ func ReadHTTPHead(section []byte) HTTPHead {
 			break
 		}
 		if line[0] == ' ' || line[0] == '\t' {
+			// It continues the line before: a field, or one passed over.
 			if vs := hd.Header[last]; len(vs) > 0 {
 				vs[len(vs)-1] = strings.TrimLeft(vs[len(vs)-1]+" "+strings.Trim(line, " \t"), " ")
-				continue
 			}
+			continue
 		}
-		name, value, ok := strings.Cut(line, ":")
-		name = strings.TrimRight(name, " \t")
-		if !ok || !httpguts.ValidHeaderFieldName(name) {
+		if !IsHTTPField(line) {
 			hd.Skipped = append(hd.Skipped, line)
 			last = ""
 			continue
 		}
-		last = textproto.CanonicalMIMEHeaderKey(name)
+		name, value, _ := strings.Cut(line, ":")
+		last = textproto.CanonicalMIMEHeaderKey(name) // as net/http keys it: "Name " stays apart from "Name"
 		hd.Header[last] = append(hd.Header[last], strings.Trim(value, " \t"))
 	}
 	return hd
+}
+
+// IsHTTPField reports whether a header line (without its line end) is a
+// field net/http takes: a name of token bytes (and spaces, which net/http
+// keeps in the name), a colon, and a value without control bytes other
+// than tab. The fetcher passes over the lines it is not (see package
+// fetch), so that what it read of a response is what ReadHTTPHead reads
+// of its record.
+func IsHTTPField[T ~string | ~[]byte](line T) bool {
+	i := 0
+	for ; i < len(line) && line[i] != ':'; i++ {
+		if c := line[i]; c != ' ' && !httpguts.IsTokenRune(rune(c)) {
+			return false
+		}
+	}
+	if i == 0 || i == len(line) {
+		return false // no name, or no colon
+	}
+	for _, c := range []byte(line[i+1:]) {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

@@ -12,7 +12,6 @@ import (
 	"hash"
 	"io"
 	"net/http"
-	"net/textproto"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -280,8 +279,8 @@ func ReadAt(dir string, loc Location) (*Record, error) {
 const maxHTTPHeader = 1 << 20
 
 // HTTPHeaderAt returns the WARC header of the record at loc in dir and the
-// header fields of the HTTP message that starts its block (those before a
-// malformed line; a section cut short is an error), reading no further
+// header fields of the HTTP message that starts its block, as
+// ReadHTTPHead reads them (a section cut short is an error), reading no further
 // than that: for a reader that wants a response's headers from a
 // large record. The block's digest is not checked, since the block is not
 // read whole.
@@ -304,18 +303,7 @@ func HTTPHeaderAt(dir string, loc Location) (Header, http.Header, error) {
 	if err != nil {
 		return wh, nil, fmt.Errorf("warc: %s at %d: http headers: %w", loc.Segment, loc.Offset, err)
 	}
-	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(section)))
-	if _, err := tp.ReadLine(); err != nil {
-		return wh, nil, fmt.Errorf("warc: %s at %d: http status line: %w", loc.Segment, loc.Offset, unexpected(err))
-	}
-	// A malformed line ends the fields but keeps those read before it, as
-	// an HTTP client would have used them.
-	h, err := tp.ReadMIMEHeader()
-	var malformed textproto.ProtocolError
-	if err != nil && (len(h) == 0 || !errors.As(err, &malformed)) {
-		return wh, nil, fmt.Errorf("warc: %s at %d: http headers: %w", loc.Segment, loc.Offset, unexpected(err))
-	}
-	return wh, http.Header(h), nil
+	return wh, ReadHTTPHead(section).Header, nil
 }
 
 // HTTPSection reads an HTTP message's header section from r, through the

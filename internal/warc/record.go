@@ -72,12 +72,13 @@ func NewRequest(uri string, date time.Time, raw []byte) *Record {
 }
 
 // NewResponse returns a response record holding a raw HTTP response, with
-// its payload digest (the entity body, chunked framing removed).
+// its payload digest (the entity body, chunked framing removed). raw must
+// begin as an HTTP response does ("HTTP/").
 func NewResponse(uri string, date time.Time, raw []byte) (*Record, error) {
-	payload, _, err := HTTPPayload(raw)
-	if err != nil {
-		return nil, fmt.Errorf("warc: response for %s: %w", uri, err)
+	if !bytes.HasPrefix(raw, []byte("HTTP/")) {
+		return nil, fmt.Errorf("warc: response for %s: %.40q is no HTTP response", uri, raw)
 	}
+	payload, _ := HTTPPayload(raw)
 	return newResponse(uri, date, raw, payload), nil
 }
 
@@ -94,7 +95,7 @@ func newResponse(uri string, date time.Time, raw, payload []byte) *Record {
 // case folding is Unicode's: "chun\u212aed" is chunked to it.)
 func NewFetchedResponse(uri string, date time.Time, raw []byte) (*Record, error) {
 	end := HTTPHeaderEnd(raw)
-	if end < 0 || containsFold(raw[:end], "chunked") || !isASCII(raw[:end]) {
+	if end < 0 || containsFold(raw[:end], "chunked") || !isASCII(raw[:end]) || !bytes.HasPrefix(raw, []byte("HTTP/")) {
 		return NewResponse(uri, date, raw)
 	}
 	return newResponse(uri, date, raw, raw[end:]), nil
@@ -181,22 +182,18 @@ func HTTPHeaderEnd(raw []byte) int {
 // after the header section with chunked transfer-coding removed (a content
 // coding such as gzip is kept; that is the payload). A message cut short
 // gives what is there and truncated=true. The header section is read as
-// ReadHTTPHead reads it; one without an HTTP status line is an error.
-func HTTPPayload(raw []byte) (payload []byte, truncated bool, err error) {
+// ReadHTTPHead reads it, whatever its status line (net/http, which
+// fetched it, takes codes outside 100..999 too).
+func HTTPPayload(raw []byte) (payload []byte, truncated bool) {
 	end := HTTPHeaderEnd(raw)
 	if end < 0 {
-		return nil, true, nil // headers cut off: no payload
-	}
-	hd := ReadHTTPHead(raw[:end])
-	if hd.Status == 0 {
-		return nil, false, fmt.Errorf("http status line %.80q: not an HTTP response", hd.StatusLine)
+		return nil, true // headers cut off: no payload
 	}
 	body := raw[end:]
-	if !Chunked(hd.Header) {
-		return body, false, nil
+	if !Chunked(ReadHTTPHead(raw[:end]).Header) {
+		return body, false
 	}
-	payload, truncated = Dechunk(body)
-	return payload, truncated, nil
+	return Dechunk(body)
 }
 
 // Chunked reports whether an HTTP response's header h frames its payload
