@@ -1,10 +1,12 @@
 package crawl
 
 import (
+	"bytes"
 	"context"
 	"encoding/base32"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,10 +51,10 @@ type ImportStats struct {
 	// the archive but not indexed — a URL that is not http(s), a date the
 	// index cannot order — each named in a warning.
 	Unindexed int64
-	// Unresolved counts the revisits indexed whose payload the archive
-	// does not hold once every file is in: they replay once the records
-	// holding it are imported (or, on a node, while another node holds
-	// them).
+	// Unresolved counts the revisits imported, by this Import or one
+	// before, whose payload the archive does not hold once every file is
+	// in: they replay once the records holding it are imported (or, on a
+	// node, while another node holds them).
 	Unresolved int64
 }
 
@@ -106,8 +108,7 @@ func Import(ctx context.Context, data string, files []string, log *slog.Logger) 
 	if err != nil {
 		return ImportStats{}, err
 	}
-	im := &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, segInfo: map[string]string{},
-		payloads: map[string]string{}}
+	im := &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, segInfo: map[string]string{}}
 	var errs []error
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
@@ -147,101 +148,167 @@ type importer struct {
 
 	dupCaptures map[string]bool   // record IDs of recent duplicate captures
 	segInfo     map[string]string // segment name → its warcinfo record ID ("" if none)
-
-	// payloads holds the payload digests of the responses and resources
-	// indexed in this run, by record ID: a revisit that names its original
-	// by WARC-Refers-To alone takes its digest. orphans are the revisits
-	// indexed before their original, or without one. At most maxTracked
-	// of each.
-	payloads map[string]string
-	orphans  []orphan
 }
 
-// orphan is a revisit indexed while the archive did not hold its payload.
+// orphanPrefix keys, by record ID, the revisits Import indexed while the
+// archive did not hold their payload. They are kept in the batch that
+// indexes them, so that a later Import that brings the original adopts
+// them too, and one cut short loses none.
+const orphanPrefix = "k/import-orphan/"
+
+// orphan is what adoptOrphans needs of such a revisit.
 type orphan struct {
-	urlKey, recordID string
-	time             time.Time
-	digest           string
-	refersTo         string    // WARC-Refers-To
-	target           string    // WARC-Refers-To-Target-URI
-	targetAt         time.Time // WARC-Refers-To-Date
+	URLKey   string    `json:"k"`
+	Time     time.Time `json:"t"`
+	RecordID string    `json:"id"`
+	Digest   string    `json:"d,omitempty"`
+	RefersTo string    `json:"r,omitempty"` // WARC-Refers-To
+	Target   string    `json:"u,omitempty"` // WARC-Refers-To-Target-URI
+	TargetAt time.Time `json:"ut,omitzero"` // WARC-Refers-To-Date
 }
 
-// maxTracked bounds the payloads and orphans an importer remembers
-// (about 100 bytes each); past it, an orphan counts as unresolved
-// without a second look.
-const maxTracked = 1 << 20
+// noteOrphan stages into b the orphan entry of revisit cp, from record rec.
+func noteOrphan(b *pebble.Batch, cp index.Capture, rec *warc.Record) error {
+	at, _ := warc.ParseDate(rec.Header.Get("WARC-Refers-To-Date"))
+	v, err := json.Marshal(orphan{URLKey: cp.URLKey, Time: cp.Time, RecordID: cp.RecordID, Digest: cp.Digest,
+		RefersTo: rec.Header.Get("WARC-Refers-To"), Target: rec.Header.Get("WARC-Refers-To-Target-URI"), TargetAt: at})
+	if err != nil {
+		return err
+	}
+	return b.Set([]byte(orphanPrefix+cp.RecordID), v, nil)
+}
 
-// adoptOrphans gives the revisits indexed before their originals, now
-// that every file is in, what a revisit indexed after them has: the
-// original's payload digest (for one that named it by WARC-Refers-To
-// alone) and SimHash. It counts the revisits whose payload is still not
-// in the archive.
+// adoptOrphans gives the revisits indexed before their originals, once
+// the originals are in, what a revisit indexed after them has: the
+// original's payload digest (for one that names it by WARC-Refers-To
+// alone, found by a walk over the index, which only such revisits cost)
+// and SimHash. A revisit named by URL and date, as replay finds its
+// original, needs nothing more once the archive holds a capture there.
+// It counts the revisits whose payload the archive still does not hold.
 func (im *importer) adoptOrphans(ctx context.Context) error {
 	b := im.db.NewBatch()
 	defer b.Close()
-	x := index.New(im.db)
-	for _, o := range im.orphans {
-		if err := ctx.Err(); err != nil {
-			return err
+	flush := func(force bool) error {
+		if b.Count() == 0 || !force && b.Count() < 4096 {
+			return nil
 		}
-		if o.digest == "" {
-			o.digest = im.payloads[o.refersTo]
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("import: %w", err)
 		}
-		if o.digest != "" {
-			first, ok, err := index.ByDigest(im.db, o.digest)
+		b.Reset()
+		return nil
+	}
+	adopt := func(o orphan, first index.Capture) error {
+		cp, found, err := index.Lookup(im.db, o.URLKey, o.Time)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		if found && cp.RecordID == o.RecordID && (cp.Digest != first.Digest || cp.SimHash != first.SimHash) {
+			cp.Digest, cp.SimHash = first.Digest, first.SimHash
+			if err := index.Put(b, cp); err != nil {
+				return err
+			}
+		}
+		if err := b.Delete([]byte(orphanPrefix+o.RecordID), nil); err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		return flush(false)
+	}
+	byID := map[string][]orphan{} // by the record ID they name: no digest of their own
+	err := im.scanOrphans(ctx, func(o orphan) error {
+		if o.Digest == "" && o.RefersTo != "" {
+			byID[o.RefersTo] = append(byID[o.RefersTo], o)
+			return nil
+		}
+		return im.placeOrphan(ctx, o, adopt)
+	})
+	if err != nil {
+		return err
+	}
+	if len(byID) > 0 {
+		err := index.New(im.db).Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
+			if os, ok := byID[c.RecordID]; ok && c.Type != warc.TypeRevisit && c.Digest != "" {
+				delete(byID, c.RecordID)
+				for _, o := range os {
+					if err := adopt(o, c); err != nil {
+						return false, err
+					}
+				}
+			}
+			return len(byID) > 0, nil
+		})
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		for _, os := range byID {
+			for _, o := range os {
+				if err := im.placeOrphan(ctx, o, adopt); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush(true)
+}
+
+// placeOrphan adopts o if the archive now holds its payload, or leaves it
+// counted as unresolved.
+func (im *importer) placeOrphan(ctx context.Context, o orphan, adopt func(orphan, index.Capture) error) error {
+	if o.Digest != "" {
+		first, ok, err := index.ByDigest(im.db, o.Digest)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		if ok {
+			return adopt(o, first)
+		}
+	}
+	if o.Target != "" && !o.TargetAt.IsZero() {
+		// Named by URL and date, as Heritrix names it: replay finds the
+		// original so, if the archive holds a capture there that is none
+		// of the revisits.
+		var held *index.Capture
+		if key, err := urlkey.SURT(o.Target); err == nil {
+			err = index.New(im.db).CapturesBetween(ctx, key, o.TargetAt.Add(-time.Second), o.TargetAt.Add(time.Second), false, func(c index.Capture) (bool, error) {
+				if c.Type != warc.TypeRevisit && (o.Digest == "" || c.Digest == o.Digest) {
+					held = &c
+				}
+				return held == nil, nil
+			})
 			if err != nil {
 				return fmt.Errorf("import: %w", err)
 			}
-			if ok {
-				cp, found, err := index.Lookup(im.db, o.urlKey, o.time)
-				if err != nil {
-					return fmt.Errorf("import: %w", err)
-				}
-				if found && cp.RecordID == o.recordID && (cp.Digest != o.digest || cp.SimHash != first.SimHash) {
-					cp.Digest, cp.SimHash = o.digest, first.SimHash
-					if err := index.Put(b, cp); err != nil {
-						return err
-					}
-				}
-				continue
-			}
 		}
-		if o.target != "" && !o.targetAt.IsZero() {
-			// Named by URL and date, as Heritrix names it: replay finds it
-			// so, if the archive holds a capture there.
-			held := false
-			if key, err := urlkey.SURT(o.target); err == nil {
-				err = x.CapturesBetween(ctx, key, o.targetAt.Add(-time.Second), o.targetAt.Add(time.Second), false, func(index.Capture) (bool, error) {
-					held = true
-					return false, nil
-				})
-				if err != nil {
-					return fmt.Errorf("import: %w", err)
-				}
-			}
-			if held {
-				continue
-			}
+		if held != nil {
+			return adopt(o, *held)
 		}
-		im.stats.Unresolved++
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("import: %w", err)
-	}
+	im.stats.Unresolved++
 	return nil
 }
 
-// noteRevisit remembers a revisit indexed while the archive does not
-// hold its payload.
-func (im *importer) noteRevisit(cp index.Capture, rec *warc.Record) {
-	if len(im.orphans) >= maxTracked {
-		im.stats.Unresolved++
-		return
+// scanOrphans calls fn for each orphan entry; one that cannot be read is
+// deleted (it can only cost a revisit its SimHash).
+func (im *importer) scanOrphans(ctx context.Context, fn func(orphan) error) error {
+	it, err := im.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: []byte(orphanPrefix), UpperBound: []byte(orphanPrefix + "\xff")})
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
 	}
-	at, _ := warc.ParseDate(rec.Header.Get("WARC-Refers-To-Date"))
-	im.orphans = append(im.orphans, orphan{urlKey: cp.URLKey, recordID: cp.RecordID, time: cp.Time, digest: cp.Digest,
-		refersTo: rec.Header.Get("WARC-Refers-To"), target: rec.Header.Get("WARC-Refers-To-Target-URI"), targetAt: at})
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		var o orphan
+		if err := json.Unmarshal(it.Value(), &o); err != nil || o.RecordID == "" {
+			im.log.Warn("import: dropping an unreadable orphan entry", "key", string(it.Key()), "err", err)
+			if err := im.db.Delete(bytes.Clone(it.Key()), pebble.NoSync); err != nil {
+				return fmt.Errorf("import: %w", err)
+			}
+			continue
+		}
+		if err := fn(o); err != nil {
+			return err
+		}
+	}
+	return it.Error()
 }
 
 // pendingRecord is a record of the group being assembled.
@@ -618,14 +685,10 @@ func (im *importer) commit(g *group) error {
 		cp := *p.capture
 		cp.Segment, cp.Offset, cp.Length = l.Segment, l.Offset, l.Length
 		if cp.Type == warc.TypeRevisit {
-			if cp.Digest == "" {
-				// Named by its record ID alone: the digest of the original,
-				// if this run imported it.
-				cp.Digest = im.payloads[p.rec.Header.Get("WARC-Refers-To")]
-			}
 			// Its original's SimHash, as a crawled or replicated revisit has,
 			// if the archive holds the original: imported before, or earlier
-			// in this batch (b is indexed: it reads its own PutDigest).
+			// in this batch (b is indexed: it reads its own PutDigest); if
+			// not, adoptOrphans looks again.
 			var first index.Capture
 			ok := false
 			if cp.Digest != "" {
@@ -635,11 +698,9 @@ func (im *importer) commit(g *group) error {
 			}
 			if ok {
 				cp.SimHash = first.SimHash
-			} else {
-				im.noteRevisit(cp, p.rec)
+			} else if err := noteOrphan(b, cp, p.rec); err != nil {
+				return fail(err)
 			}
-		} else if cp.Digest != "" && len(im.payloads) < maxTracked {
-			im.payloads[cp.RecordID] = cp.Digest
 		}
 		if err := index.Put(b, cp); err != nil {
 			return fail(err)

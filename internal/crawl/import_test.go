@@ -785,25 +785,30 @@ func TestImportRevisitSimHashFromOriginal(t *testing.T) {
 	}
 }
 
-// Revisits that come before their original, in the same Import, end with
-// what they would have had after it: its SimHash, and, for one that names
-// it by WARC-Refers-To alone (no digest, no URL and date, as some tools
-// write a server-not-modified revisit), its payload digest, by which
-// replay finds it. A revisit whose payload is nowhere is counted.
+// Revisits imported before their original, by the same Import or one
+// before, end with what they would have had after it: its SimHash, and,
+// for one that names it by WARC-Refers-To alone (no digest, no URL and
+// date, as some tools write a server-not-modified revisit), its payload
+// digest, by which replay finds it; so does one imported after. Revisits
+// whose payload is nowhere are counted until it comes.
 func TestImportResolvesRevisitsBeforeTheirOriginal(t *testing.T) {
 	orig, head := htmlResponse(t, "the text of a page imported late ")
 	at, _ := orig.Date()
 	digest := orig.Header.Get("WARC-Payload-Digest")
 	early := warc.NewRevisit("http://b.example/", at.Add(time.Hour), warc.ProfileIdenticalPayload, head, digest,
 		warc.RefersTo{ID: orig.ID(), URI: "http://a.example/", Date: at})
-	byID := warc.NewRevisit("http://a.example/", at.Add(2*time.Hour), "http://netpreserve.org/warc/1.0/revisit/server-not-modified",
-		[]byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "", warc.RefersTo{ID: orig.ID()})
+	byID := func(d time.Duration) *warc.Record {
+		return warc.NewRevisit("http://a.example/", at.Add(d), "http://netpreserve.org/warc/1.0/revisit/server-not-modified",
+			[]byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "", warc.RefersTo{ID: orig.ID()})
+	}
 	nowhere := warc.NewRevisit("http://c.example/", at.Add(3*time.Hour), warc.ProfileIdenticalPayload, head,
 		"sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", warc.RefersTo{})
 	data := t.TempDir()
-	s := importFiles(t, data, warcFile(t, early, byID, nowhere), warcFile(t, orig))
-	if s.Unresolved != 1 {
-		t.Errorf("%d revisits counted unresolved; want the one whose payload is nowhere", s.Unresolved)
+	if s := importFiles(t, data, warcFile(t, early, byID(2*time.Hour), nowhere)); s.Unresolved != 3 {
+		t.Errorf("before the original: %d revisits counted unresolved; want 3", s.Unresolved)
+	}
+	if s := importFiles(t, data, warcFile(t, orig), warcFile(t, byID(4*time.Hour))); s.Unresolved != 1 {
+		t.Errorf("with the original: %d revisits counted unresolved; want the one whose payload is nowhere", s.Unresolved)
 	}
 	got := archived(t, data)
 	want := got["http://a.example/"][0]
@@ -813,8 +818,8 @@ func TestImportResolvesRevisitsBeforeTheirOriginal(t *testing.T) {
 	if cs := got["http://b.example/"]; len(cs) != 1 || cs[0].SimHash != want.SimHash {
 		t.Errorf("the revisit imported before its original: %+v; want SimHash %016x", cs, want.SimHash)
 	}
-	if cs := got["http://a.example/"]; len(cs) != 2 || cs[1].Type != warc.TypeRevisit || cs[1].Digest != digest {
-		t.Errorf("the revisit naming its original by record ID alone: %+v; want digest %s", cs, digest)
+	if cs := got["http://a.example/"]; len(cs) != 3 || cs[1].Digest != digest || cs[2].Digest != digest {
+		t.Errorf("the revisits naming their original by record ID alone: %+v; want digest %s", cs, digest)
 	}
 }
 
