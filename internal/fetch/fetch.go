@@ -460,6 +460,15 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 	c.rec.start(c.nc, f.cfg.ReadTimeout, deadline, f.cfg.MaxHeaderBytes)
 	passOverBadHeaderLines(c.br)
 	hresp, err := http.ReadResponse(c.br, &http.Request{Method: http.MethodGet})
+	// An interim response (103 Early Hints, a stray 100 Continue) comes
+	// before the one that answers: it is passed over, and the record
+	// starts after it.
+	skip := 0
+	for err == nil && hresp.StatusCode >= 100 && hresp.StatusCode < 200 && hresp.StatusCode != http.StatusSwitchingProtocols {
+		skip = c.consumed()
+		passOverBadHeaderLines(c.br)
+		hresp, err = http.ReadResponse(c.br, &http.Request{Method: http.MethodGet})
+	}
 	if err != nil {
 		if c.rec.n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
 			return nil, errStaleConn
@@ -487,11 +496,11 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 	if resp.Truncated == "" {
 		hresp.Body.Close()
 	} // else the connection is closed unread: closing the body would read the rest of it, into Raw
-	resp.Raw = c.rec.buf[:consumed:consumed]
+	resp.Raw = c.rec.buf[skip:consumed:consumed]
 	if bodyLen > 0 {
 		// A cut body ends at the cap in Raw too: the byte past it, read
 		// to learn that there was more, is not archived.
-		start := consumed - int(bodyLen)
+		start := consumed - skip - int(bodyLen)
 		end := start + int(min(bodyLen, f.cfg.MaxBodySize))
 		resp.Raw = resp.Raw[:end:end]
 		resp.Body = resp.Raw[start:end:end]

@@ -71,6 +71,30 @@ func TestRecordPayloadIsTheFetchedBody(t *testing.T) {
 	}
 }
 
+// An interim response before the one that answers (103 Early Hints) is
+// passed over: the answer is archived, and the connection serves on.
+func TestInterimResponseIsPassedOver(t *testing.T) {
+	for _, final := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+	} {
+		base, conns := rawServer(t, "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n"+final, false)
+		f := newFetcher(t, Config{})
+		for range 2 {
+			r, err := f.Fetch(context.Background(), Request{URL: base + "/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.StatusCode != 200 || string(r.Body) != "hello" || string(r.Raw) != final {
+				t.Errorf("status %d, body %q, raw %q; want the 200 alone", r.StatusCode, r.Body, r.Raw)
+			}
+		}
+		if n := conns.Load(); n != 1 {
+			t.Errorf("%d connections for 2 requests, want 1 (keep-alive)", n)
+		}
+	}
+}
+
 // What cannot be rewritten is refused as before: a cut-off section, a line
 // of one byte without a carriage return.
 func TestHeaderLinesLeftToNetHTTP(t *testing.T) {
