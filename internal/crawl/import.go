@@ -108,7 +108,8 @@ func Import(ctx context.Context, data string, files []string, log *slog.Logger) 
 	if err != nil {
 		return ImportStats{}, err
 	}
-	im := &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, segInfo: map[string]string{}}
+	im := &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, segInfo: map[string]string{},
+		added: map[string]string{}, fresh: map[string]bool{}}
 	var errs []error
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
@@ -148,6 +149,26 @@ type importer struct {
 
 	dupCaptures map[string]bool   // record IDs of recent duplicate captures
 	segInfo     map[string]string // segment name → its warcinfo record ID ("" if none)
+
+	// added holds the payload digests of the responses and resources this
+	// run indexed or found already in the archive, by record ID, and fresh
+	// the record IDs of the orphans it wrote (at most maxRemembered each):
+	// a revisit that names its original by WARC-Refers-To alone is
+	// matched with the former, and only the latter, which may name a
+	// capture indexed before this run, cost a walk over the index.
+	added map[string]string
+	fresh map[string]bool
+}
+
+// maxRemembered bounds importer.added and importer.fresh (about 150 bytes
+// an entry).
+const maxRemembered = 1 << 18
+
+// remember notes a capture this run indexed, or found in the archive.
+func (im *importer) remember(cp *index.Capture) {
+	if cp.Type != warc.TypeRevisit && cp.Digest != "" && cp.RecordID != "" && len(im.added) < maxRemembered {
+		im.added[cp.RecordID] = cp.Digest
+	}
 }
 
 // orphanPrefix keys, by record ID, the revisits Import indexed while the
@@ -181,10 +202,12 @@ func noteOrphan(b *pebble.Batch, cp index.Capture, rec *warc.Record) error {
 // adoptOrphans gives the revisits indexed before their originals, once
 // the originals are in, what a revisit indexed after them has: the
 // original's payload digest (for one that names it by WARC-Refers-To
-// alone, found by a walk over the index, which only such revisits cost)
-// and SimHash. A revisit named by URL and date, as replay finds its
-// original, needs nothing more once the archive holds a capture there.
-// It counts the revisits whose payload the archive still does not hold.
+// alone: a capture this run met, or else, for an orphan of this run, one
+// found by a walk over the index) and SimHash. A revisit named by URL and
+// date, as replay finds its original, needs nothing more once the
+// archive holds a capture there. An orphan whose revisit left the index
+// (released, dropped as damaged) is deleted. It counts the revisits
+// whose payload the archive still does not hold.
 func (im *importer) adoptOrphans(ctx context.Context) error {
 	b := im.db.NewBatch()
 	defer b.Close()
@@ -214,11 +237,21 @@ func (im *importer) adoptOrphans(ctx context.Context) error {
 		}
 		return flush(false)
 	}
-	byID := map[string][]orphan{} // by the record ID they name: no digest of their own
+	byID := map[string][]orphan{} // this run's, by the record ID they name: no digest of their own
 	err := im.scanOrphans(ctx, func(o orphan) error {
+		if held, err := index.HasRecord(im.db, o.URLKey, o.Time, o.RecordID); err != nil {
+			return fmt.Errorf("import: %w", err)
+		} else if !held {
+			return b.Delete([]byte(orphanPrefix+o.RecordID), nil)
+		}
 		if o.Digest == "" && o.RefersTo != "" {
-			byID[o.RefersTo] = append(byID[o.RefersTo], o)
-			return nil
+			switch d, ok := im.added[o.RefersTo]; {
+			case ok:
+				o.Digest = d
+			case im.fresh[o.RecordID]:
+				byID[o.RefersTo] = append(byID[o.RefersTo], o)
+				return nil
+			}
 		}
 		return im.placeOrphan(ctx, o, adopt)
 	})
@@ -481,6 +514,7 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 		return err
 	}
 	if dup {
+		im.remember(cp) // a revisit may name it, by the ID of this copy
 		im.stats.Duplicates++
 		if len(im.dupCaptures) >= maxDupCaptures {
 			clear(im.dupCaptures)
@@ -698,10 +732,16 @@ func (im *importer) commit(g *group) error {
 			}
 			if ok {
 				cp.SimHash = first.SimHash
-			} else if err := noteOrphan(b, cp, p.rec); err != nil {
-				return fail(err)
+			} else {
+				if err := noteOrphan(b, cp, p.rec); err != nil {
+					return fail(err)
+				}
+				if len(im.fresh) < maxRemembered {
+					im.fresh[cp.RecordID] = true
+				}
 			}
 		}
+		im.remember(&cp)
 		if err := index.Put(b, cp); err != nil {
 			return fail(err)
 		}

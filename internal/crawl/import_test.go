@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/simhash"
@@ -820,6 +822,54 @@ func TestImportResolvesRevisitsBeforeTheirOriginal(t *testing.T) {
 	}
 	if cs := got["http://a.example/"]; len(cs) != 3 || cs[1].Digest != digest || cs[2].Digest != digest {
 		t.Errorf("the revisits naming their original by record ID alone: %+v; want digest %s", cs, digest)
+	}
+}
+
+// A revisit that names, by record ID alone, a response that Import skipped
+// as a copy of a capture the archive holds resolves to that capture's
+// payload.
+func TestImportRevisitOfASkippedDuplicate(t *testing.T) {
+	first, _ := htmlResponse(t, "the same page twice ")
+	again, _ := htmlResponse(t, "the same page twice ") // another record ID, the same capture
+	at, _ := first.Date()
+	byID := warc.NewRevisit("http://a.example/", at.Add(time.Hour), "http://netpreserve.org/warc/1.0/revisit/server-not-modified",
+		[]byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "", warc.RefersTo{ID: again.ID()})
+	data := t.TempDir()
+	importFiles(t, data, warcFile(t, first))
+	if s := importFiles(t, data, warcFile(t, again, byID)); s.Duplicates != 1 || s.Unresolved != 0 {
+		t.Errorf("%d duplicates, %d unresolved; want the copy skipped and the revisit resolved", s.Duplicates, s.Unresolved)
+	}
+	if cs := archived(t, data)["http://a.example/"]; len(cs) != 2 || cs[1].Digest != first.Header.Get("WARC-Payload-Digest") {
+		t.Errorf("captures %+v; want the revisit with the payload's digest", cs)
+	}
+}
+
+// An orphan whose revisit left the index (released to other nodes,
+// dropped as damaged) is forgotten, not counted at every Import after.
+func TestImportForgetsOrphansThatLeftTheIndex(t *testing.T) {
+	orig, head := htmlResponse(t, "a page released later ")
+	at, _ := orig.Date()
+	rv := warc.NewRevisit("http://b.example/", at.Add(time.Hour), warc.ProfileIdenticalPayload, head,
+		orig.Header.Get("WARC-Payload-Digest"), warc.RefersTo{})
+	data := t.TempDir()
+	if s := importFiles(t, data, warcFile(t, rv)); s.Unresolved != 1 {
+		t.Fatalf("%d unresolved; want the revisit without its original", s.Unresolved)
+	}
+	cp := archived(t, data)["http://b.example/"][0]
+	db, err := OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewIndexedBatch()
+	if err := errors.Join(Release(b, cp, nil), b.Commit(pebble.Sync), db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if s := importFiles(t, data); s.Unresolved != 0 {
+		t.Errorf("after the revisit left the index: %d unresolved, want 0", s.Unresolved)
+	}
+	importFiles(t, data, warcFile(t, orig))
+	if cs := archived(t, data)["http://b.example/"]; len(cs) != 0 {
+		t.Errorf("the released revisit is back in the index: %+v", cs)
 	}
 }
 

@@ -450,7 +450,11 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 		}
 	}()
 	c.rec.cancelled.Store(false) // a connection kept was not cancelled: it would not have been kept
-	stop := context.AfterFunc(ctx, c.rec.cancel)
+	nc, cancelled := c.nc, &c.rec.cancelled
+	stop := context.AfterFunc(ctx, func() {
+		cancelled.Store(true)
+		nc.SetDeadline(time.Unix(1, 0))
+	})
 	defer stop()
 	deadline, _ := ctx.Deadline()
 	c.nc.SetWriteDeadline(deadline)
@@ -505,7 +509,10 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 		resp.Raw = resp.Raw[:end:end]
 		resp.Body = resp.Raw[start:end:end]
 	}
-	if resp.Truncated == "" && !hresp.Close && c.br.Buffered() == 0 && ctx.Err() == nil {
+	// A connection is kept only if the cancel hook can no longer run
+	// (stop), which would end the next request's reads on it, and not
+	// after 101 Switching Protocols, when it speaks something else.
+	if resp.Truncated == "" && !hresp.Close && c.br.Buffered() == 0 && hresp.StatusCode != http.StatusSwitchingProtocols && stop() {
 		keep = true
 		c.rec.buf = nil
 		c.nc.SetDeadline(time.Time{})
@@ -851,19 +858,14 @@ type recorder struct {
 	// that a reader that asks again (bufio hands an error out once) does
 	// not wait a second idle timeout.
 	err error
-	// cancelled is set when the request's context ends: no Read waits
+	// cancelled is set when the request's context ends (roundTrip's
+	// AfterFunc, which also ends the Read in progress): no Read waits
 	// after it, though each sets a fresh deadline.
 	cancelled atomic.Bool
 }
 
 func (r *recorder) start(nc net.Conn, idle time.Duration, deadline time.Time, headerLimit int) {
 	r.r, r.buf, r.n, r.limit, r.over, r.idle, r.deadline, r.err = nc, r.buf[:0], 0, headerLimit, false, idle, deadline, nil
-}
-
-// cancel ends the Read in progress, and every later one.
-func (r *recorder) cancel() {
-	r.cancelled.Store(true)
-	r.r.SetDeadline(time.Unix(1, 0))
 }
 
 func (r *recorder) Read(p []byte) (int, error) {

@@ -74,3 +74,22 @@ func TestCancelEndsAStalledHeader(t *testing.T) {
 		t.Error("a cancelled fetch of a stalled response succeeded")
 	}
 }
+
+// A request cancelled before it starts, on a connection from the pool,
+// leaves nothing behind for the requests after it (run under -race too:
+// its cancel hook runs while the next request sets the connection up).
+func TestCancelledRequestsLeaveThePoolUsable(t *testing.T) {
+	base, _ := rawServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", false)
+	f := newFetcher(t, Config{})
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		r, err := f.Fetch(context.Background(), Request{URL: base + "/"})
+		if err != nil || string(r.Body) != "hello" {
+			t.Fatalf("request %d, after a cancelled one: %v", i, err)
+		}
+		if _, err := f.Fetch(done, Request{URL: base + "/"}); err == nil {
+			t.Fatalf("request %d, cancelled before it started, succeeded", i)
+		}
+	}
+}
