@@ -104,12 +104,10 @@ func Import(ctx context.Context, data string, files []string, log *slog.Logger) 
 	if err := reconcileSegments(db, warcDir, log, false); err != nil {
 		return ImportStats{}, err
 	}
-	st, err := loadState(db)
+	im, err := newImporter(db, warcDir, log)
 	if err != nil {
 		return ImportStats{}, err
 	}
-	im := &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, segInfo: map[string]string{},
-		added: map[string]string{}, fresh: map[string]bool{}}
 	var errs []error
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
@@ -137,6 +135,14 @@ func Import(ctx context.Context, data string, files []string, log *slog.Logger) 
 	return im.stats, errors.Join(errs...)
 }
 
+func newImporter(db *pebble.DB, warcDir string, log *slog.Logger) (*importer, error) {
+	st, err := loadState(db)
+	if err != nil {
+		return nil, err
+	}
+	return &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, segInfo: map[string]string{}}, nil
+}
+
 // importer is the state of one Import.
 type importer struct {
 	db      *pebble.DB
@@ -150,32 +156,24 @@ type importer struct {
 	dupCaptures map[string]bool   // record IDs of recent duplicate captures
 	segInfo     map[string]string // segment name → its warcinfo record ID ("" if none)
 
-	// added holds the payload digests of the responses and resources this
-	// run indexed or found already in the archive, by record ID, and fresh
-	// the record IDs of the orphans it wrote (at most maxRemembered each):
-	// a revisit that names its original by WARC-Refers-To alone is
-	// matched with the former, and only the latter, which may name a
-	// capture indexed before this run, cost a walk over the index.
-	added map[string]string
-	fresh map[string]bool
-}
-
-// maxRemembered bounds importer.added and importer.fresh (about 150 bytes
-// an entry).
-const maxRemembered = 1 << 18
-
-// remember notes a capture this run indexed, or found in the archive.
-func (im *importer) remember(cp *index.Capture) {
-	if cp.Type != warc.TypeRevisit && cp.Digest != "" && cp.RecordID != "" && len(im.added) < maxRemembered {
-		im.added[cp.RecordID] = cp.Digest
-	}
 }
 
 // orphanPrefix keys, by record ID, the revisits Import indexed while the
 // archive did not hold their payload. They are kept in the batch that
 // indexes them, so that a later Import that brings the original adopts
-// them too, and one cut short loses none.
-const orphanPrefix = "k/import-orphan/"
+// them too, and one cut short loses none. orphanRefPrefix keys those
+// that name their original by record ID alone, by that ID (then the
+// orphan's): a response indexed later, or skipped as a copy of one held,
+// gives them its digest in its own batch (claimOrphans); one indexed
+// before is found by a walk over the index (adoptOrphans).
+const (
+	orphanPrefix    = "k/import-orphan/"
+	orphanRefPrefix = "k/import-orphan-ref/"
+)
+
+func orphanRefKey(refersTo, recordID string) []byte {
+	return []byte(orphanRefPrefix + refersTo + "\x00" + recordID)
+}
 
 // orphan is what adoptOrphans needs of such a revisit.
 type orphan struct {
@@ -186,24 +184,84 @@ type orphan struct {
 	RefersTo string    `json:"r,omitempty"` // WARC-Refers-To
 	Target   string    `json:"u,omitempty"` // WARC-Refers-To-Target-URI
 	TargetAt time.Time `json:"ut,omitzero"` // WARC-Refers-To-Date
+	// Walk is set on one that names its original by record ID alone until
+	// a walk over the index has looked for a capture indexed before it.
+	Walk bool `json:"w,omitempty"`
+}
+
+// byIDAlone says whether o names its original by record ID alone.
+func (o *orphan) byIDAlone() bool { return o.Digest == "" && o.RefersTo != "" }
+
+func putOrphan(b *pebble.Batch, o orphan) error {
+	v, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	return b.Set([]byte(orphanPrefix+o.RecordID), v, nil)
 }
 
 // noteOrphan stages into b the orphan entry of revisit cp, from record rec.
 func noteOrphan(b *pebble.Batch, cp index.Capture, rec *warc.Record) error {
 	at, _ := warc.ParseDate(rec.Header.Get("WARC-Refers-To-Date"))
-	v, err := json.Marshal(orphan{URLKey: cp.URLKey, Time: cp.Time, RecordID: cp.RecordID, Digest: cp.Digest,
-		RefersTo: rec.Header.Get("WARC-Refers-To"), Target: rec.Header.Get("WARC-Refers-To-Target-URI"), TargetAt: at})
+	o := orphan{URLKey: cp.URLKey, Time: cp.Time, RecordID: cp.RecordID, Digest: cp.Digest,
+		RefersTo: rec.Header.Get("WARC-Refers-To"), Target: rec.Header.Get("WARC-Refers-To-Target-URI"), TargetAt: at}
+	if o.byIDAlone() {
+		o.Walk = true
+		if err := b.Set(orphanRefKey(o.RefersTo, o.RecordID), nil, nil); err != nil {
+			return err
+		}
+	}
+	return putOrphan(b, o)
+}
+
+// claimOrphans stages into b, which must be indexed, the payload digest
+// of the response or resource recordID for the orphans that name it by
+// record ID alone: adoptOrphans then finds their original by digest.
+func claimOrphans(b *pebble.Batch, recordID, digest string) error {
+	if recordID == "" || digest == "" {
+		return nil
+	}
+	prefix := orphanRefKey(recordID, "") // ends in the NUL before the orphan's ID
+	upper := append(bytes.Clone(prefix[:len(prefix)-1]), 1)
+	it, err := b.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
 	if err != nil {
 		return err
 	}
-	return b.Set([]byte(orphanPrefix+cp.RecordID), v, nil)
+	var refs [][]byte
+	for it.First(); it.Valid(); it.Next() {
+		refs = append(refs, bytes.Clone(it.Key()))
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		id := string(ref[len(prefix):])
+		v, closer, err := b.Get([]byte(orphanPrefix + id))
+		if err == nil {
+			var o orphan
+			uerr := json.Unmarshal(v, &o)
+			closer.Close()
+			if uerr == nil {
+				o.Digest, o.Walk = digest, false
+				if err := putOrphan(b, o); err != nil {
+					return err
+				}
+			}
+		} else if !errors.Is(err, pebble.ErrNotFound) {
+			return err
+		}
+		if err := b.Delete(ref, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // adoptOrphans gives the revisits indexed before their originals, once
 // the originals are in, what a revisit indexed after them has: the
 // original's payload digest (for one that names it by WARC-Refers-To
-// alone: a capture this run met, or else, for an orphan of this run, one
-// found by a walk over the index) and SimHash. A revisit named by URL and
+// alone: claimed by a capture imported after it, or else found, once, by
+// a walk over the index) and SimHash. A revisit named by URL and
 // date, as replay finds its original, needs nothing more once the
 // archive holds a capture there. An orphan whose revisit left the index
 // (released, dropped as damaged) is deleted. It counts the revisits
@@ -221,6 +279,16 @@ func (im *importer) adoptOrphans(ctx context.Context) error {
 		b.Reset()
 		return nil
 	}
+	forget := func(o orphan) error {
+		err := b.Delete([]byte(orphanPrefix+o.RecordID), nil)
+		if o.RefersTo != "" {
+			err = errors.Join(err, b.Delete(orphanRefKey(o.RefersTo, o.RecordID), nil))
+		}
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		return flush(false)
+	}
 	adopt := func(o orphan, first index.Capture) error {
 		cp, found, err := index.Lookup(im.db, o.URLKey, o.Time)
 		if err != nil {
@@ -232,26 +300,20 @@ func (im *importer) adoptOrphans(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := b.Delete([]byte(orphanPrefix+o.RecordID), nil); err != nil {
-			return fmt.Errorf("import: %w", err)
-		}
-		return flush(false)
+		return forget(o)
 	}
-	byID := map[string][]orphan{} // this run's, by the record ID they name: no digest of their own
+	byID := map[string][]orphan{} // not walked for yet, by the record ID they name
+	walking := 0
 	err := im.scanOrphans(ctx, func(o orphan) error {
 		if held, err := index.HasRecord(im.db, o.URLKey, o.Time, o.RecordID); err != nil {
 			return fmt.Errorf("import: %w", err)
 		} else if !held {
-			return b.Delete([]byte(orphanPrefix+o.RecordID), nil)
+			return forget(o) // released, or dropped as damaged
 		}
-		if o.Digest == "" && o.RefersTo != "" {
-			switch d, ok := im.added[o.RefersTo]; {
-			case ok:
-				o.Digest = d
-			case im.fresh[o.RecordID]:
-				byID[o.RefersTo] = append(byID[o.RefersTo], o)
-				return nil
-			}
+		if o.Walk && o.byIDAlone() && walking < maxWalk {
+			byID[o.RefersTo] = append(byID[o.RefersTo], o)
+			walking++
+			return nil
 		}
 		return im.placeOrphan(ctx, o, adopt)
 	})
@@ -271,10 +333,17 @@ func (im *importer) adoptOrphans(ctx context.Context) error {
 			return len(byID) > 0, nil
 		})
 		if err != nil {
-			return fmt.Errorf("import: %w", err)
+			// Cut short: the walk is done again by the next Import.
+			return errors.Join(fmt.Errorf("import: %w", err), flush(true))
 		}
 		for _, os := range byID {
 			for _, o := range os {
+				// Walked for: from now on only an original imported later,
+				// which claims it, resolves it.
+				o.Walk = false
+				if err := putOrphan(b, o); err != nil {
+					return fmt.Errorf("import: %w", err)
+				}
 				if err := im.placeOrphan(ctx, o, adopt); err != nil {
 					return err
 				}
@@ -283,6 +352,10 @@ func (im *importer) adoptOrphans(ctx context.Context) error {
 	}
 	return flush(true)
 }
+
+// maxWalk bounds the orphans one Import walks the index for (and holds in
+// memory meanwhile); the others wait for the next.
+const maxWalk = 1 << 16
 
 // placeOrphan adopts o if the archive now holds its payload, or leaves it
 // counted as unresolved.
@@ -353,14 +426,25 @@ type pendingRecord struct {
 
 // group is the records to be committed together.
 type group struct {
-	recs  []pendingRecord
-	bytes int
-	byKey map[string][]*index.Capture // captures of this group by URL key
-	rids  map[string]bool             // importedPrefix keys set in this group
+	recs   []pendingRecord
+	claims [][2]string // record ID and payload digest of duplicate captures skipped (see claimOrphans)
+	bytes  int
+	byKey  map[string][]*index.Capture // captures of this group by URL key
+	rids   map[string]bool             // importedPrefix keys set in this group
+}
+
+// claim stages into b the claims of g's duplicate captures (claimOrphans).
+func (g *group) claim(b *pebble.Batch) error {
+	for _, c := range g.claims {
+		if err := claimOrphans(b, c[0], c[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (g *group) reset() {
-	g.recs, g.bytes = g.recs[:0], 0
+	g.recs, g.claims, g.bytes = g.recs[:0], g.claims[:0], 0
 	clear(g.byKey)
 	clear(g.rids)
 }
@@ -514,7 +598,10 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 		return err
 	}
 	if dup {
-		im.remember(cp) // a revisit may name it, by the ID of this copy
+		if cp.Type != warc.TypeRevisit && cp.RecordID != "" && cp.Digest != "" {
+			// A revisit may name it by the ID of this copy.
+			g.claims = append(g.claims, [2]string{cp.RecordID, cp.Digest})
+		}
 		im.stats.Duplicates++
 		if len(im.dupCaptures) >= maxDupCaptures {
 			clear(im.dupCaptures)
@@ -666,13 +753,22 @@ func (im *importer) commit(g *group) error {
 	if im.broken != nil {
 		return im.broken
 	}
-	if len(g.recs) == 0 {
-		return nil
-	}
 	defer g.reset()
 	fail := func(err error) error {
 		im.broken = fmt.Errorf("import: %w", err)
 		return im.broken
+	}
+	if len(g.recs) == 0 {
+		// Only copies of captures held: what revisits may name of them.
+		if len(g.claims) == 0 {
+			return nil
+		}
+		b := im.db.NewIndexedBatch()
+		defer b.Close()
+		if err := errors.Join(g.claim(b), b.Commit(pebble.Sync)); err != nil {
+			return fail(err)
+		}
+		return nil
 	}
 	if im.w == nil {
 		w, err := warc.NewWriter(im.warcDir, warc.WriterOptions{
@@ -732,16 +828,15 @@ func (im *importer) commit(g *group) error {
 			}
 			if ok {
 				cp.SimHash = first.SimHash
-			} else {
-				if err := noteOrphan(b, cp, p.rec); err != nil {
-					return fail(err)
-				}
-				if len(im.fresh) < maxRemembered {
-					im.fresh[cp.RecordID] = true
-				}
+			} else if err := noteOrphan(b, cp, p.rec); err != nil {
+				return fail(err)
 			}
 		}
-		im.remember(&cp)
+		if cp.Type != warc.TypeRevisit {
+			if err := claimOrphans(b, cp.RecordID, cp.Digest); err != nil {
+				return fail(err)
+			}
+		}
 		if err := index.Put(b, cp); err != nil {
 			return fail(err)
 		}
@@ -758,6 +853,9 @@ func (im *importer) commit(g *group) error {
 		}
 		captures++
 		st.Bytes += int64(len(p.rec.Block))
+	}
+	if err := g.claim(b); err != nil {
+		return fail(err)
 	}
 	st.Captures += captures
 	if captures > 0 {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -841,6 +842,38 @@ func TestImportRevisitOfASkippedDuplicate(t *testing.T) {
 	}
 	if cs := archived(t, data)["http://a.example/"]; len(cs) != 2 || cs[1].Digest != first.Header.Get("WARC-Payload-Digest") {
 		t.Errorf("captures %+v; want the revisit with the payload's digest", cs)
+	}
+}
+
+// An Import cut short after its records were committed, before it looked
+// at its orphans again (a crash, Ctrl-C), leaves them to the next Import,
+// which walks the index for the one that names its original, imported
+// before, by record ID alone.
+func TestImportCutShortLeavesItsOrphansToTheNext(t *testing.T) {
+	orig, _ := htmlResponse(t, "an original imported first ")
+	at, _ := orig.Date()
+	byID := warc.NewRevisit("http://a.example/", at.Add(time.Hour), "http://netpreserve.org/warc/1.0/revisit/server-not-modified",
+		[]byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "", warc.RefersTo{ID: orig.ID()})
+	data := t.TempDir()
+	importFiles(t, data, warcFile(t, orig))
+	db, err := OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := newImporter(db, filepath.Join(data, "warc"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(im.importFile(context.Background(), warcFile(t, byID)), im.w.Close(), db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if s := importFiles(t, data); s.Unresolved != 0 {
+			t.Errorf("Import %d after the one cut short: %d unresolved, want 0", i+1, s.Unresolved)
+		}
+	}
+	if cs := archived(t, data)["http://a.example/"]; len(cs) != 2 || cs[1].Digest != orig.Header.Get("WARC-Payload-Digest") {
+		t.Errorf("captures %+v; want the revisit with the original's digest", cs)
 	}
 }
 

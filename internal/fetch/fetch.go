@@ -270,6 +270,12 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Response, error) {
 	start := time.Now()
 	key := poolKey(u)
 	for attempt := 0; ; attempt++ {
+		// A pooled connection answers before a cancel hook that runs in a
+		// goroutine of its own can stop it: a context done already is
+		// looked at here.
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("fetch %s: %w", req.URL, err)
+		}
 		c, reused, h2c, err := f.connect(ctx, u, key)
 		if err != nil {
 			return nil, err
