@@ -140,7 +140,8 @@ func newImporter(db *pebble.DB, warcDir string, log *slog.Logger) (*importer, er
 	if err != nil {
 		return nil, err
 	}
-	return &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, segInfo: map[string]string{}}, nil
+	return &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, dupDigests: map[string]string{},
+		segInfo: map[string]string{}}, nil
 }
 
 // importer is the state of one Import.
@@ -153,8 +154,13 @@ type importer struct {
 	stats   ImportStats
 	broken  error // a write or commit failed: nothing more can be made durable
 
-	dupCaptures map[string]bool   // record IDs of recent duplicate captures
-	segInfo     map[string]string // segment name → its warcinfo record ID ("" if none)
+	dupCaptures map[string]bool // record IDs of recent duplicate captures
+	// dupDigests holds the payload digests of the responses and resources
+	// this run skipped as copies of captures held, by the copy's record
+	// ID (at most maxDupDigests): a revisit that names one by WARC-Refers-To
+	// alone takes its digest, the copy's ID being in no index.
+	dupDigests map[string]string
+	segInfo    map[string]string // segment name → its warcinfo record ID ("" if none)
 
 }
 
@@ -171,8 +177,12 @@ const (
 	orphanRefPrefix = "k/import-orphan-ref/"
 )
 
+// orphanRefKey is the ref key of orphan recordID, which names refersTo:
+// the length of refersTo first, so that the keys of one ID are exactly
+// those that start as orphanRefKey(id, "") does.
 func orphanRefKey(refersTo, recordID string) []byte {
-	return []byte(orphanRefPrefix + refersTo + "\x00" + recordID)
+	k := binary.AppendUvarint([]byte(orphanRefPrefix), uint64(len(refersTo)))
+	return append(append(k, refersTo...), recordID...)
 }
 
 // orphan is what adoptOrphans needs of such a revisit.
@@ -221,9 +231,8 @@ func claimOrphans(b *pebble.Batch, recordID, digest string) error {
 	if recordID == "" || digest == "" {
 		return nil
 	}
-	prefix := orphanRefKey(recordID, "") // ends in the NUL before the orphan's ID
-	upper := append(bytes.Clone(prefix[:len(prefix)-1]), 1)
-	it, err := b.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
+	prefix := orphanRefKey(recordID, "")
+	it, err := b.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return err
 	}
@@ -396,7 +405,7 @@ func (im *importer) placeOrphan(ctx context.Context, o orphan, adopt func(orphan
 // scanOrphans calls fn for each orphan entry; one that cannot be read is
 // deleted (it can only cost a revisit its SimHash).
 func (im *importer) scanOrphans(ctx context.Context, fn func(orphan) error) error {
-	it, err := im.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: []byte(orphanPrefix), UpperBound: []byte(orphanPrefix + "\xff")})
+	it, err := im.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: []byte(orphanPrefix), UpperBound: prefixEnd([]byte(orphanPrefix))})
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
@@ -599,8 +608,13 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 	}
 	if dup {
 		if cp.Type != warc.TypeRevisit && cp.RecordID != "" && cp.Digest != "" {
-			// A revisit may name it by the ID of this copy.
+			// A revisit may name it by the ID of this copy: one before it
+			// (its orphan is claimed), or after it in this run.
 			g.claims = append(g.claims, [2]string{cp.RecordID, cp.Digest})
+			if len(im.dupDigests) >= maxDupDigests {
+				clear(im.dupDigests)
+			}
+			im.dupDigests[cp.RecordID] = cp.Digest
 		}
 		im.stats.Duplicates++
 		if len(im.dupCaptures) >= maxDupCaptures {
@@ -616,6 +630,9 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 	g.bytes += len(rec.Block)
 	return nil
 }
+
+// maxDupDigests bounds importer.dupDigests; past it, it starts again.
+const maxDupDigests = 1 << 16
 
 // maxDupCaptures bounds the record IDs of duplicate captures remembered for
 // knownRecord: the records that belong to a capture follow it closely.
@@ -819,6 +836,9 @@ func (im *importer) commit(g *group) error {
 			// if the archive holds the original: imported before, or earlier
 			// in this batch (b is indexed: it reads its own PutDigest); if
 			// not, adoptOrphans looks again.
+			if d, ok := im.dupDigests[p.rec.Header.Get("WARC-Refers-To")]; ok && cp.Digest == "" {
+				cp.Digest = d // named by record ID alone: a copy skipped
+			}
 			var first index.Capture
 			ok := false
 			if cp.Digest != "" {

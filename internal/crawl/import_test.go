@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -835,13 +836,56 @@ func TestImportRevisitOfASkippedDuplicate(t *testing.T) {
 	at, _ := first.Date()
 	byID := warc.NewRevisit("http://a.example/", at.Add(time.Hour), "http://netpreserve.org/warc/1.0/revisit/server-not-modified",
 		[]byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "", warc.RefersTo{ID: again.ID()})
-	data := t.TempDir()
-	importFiles(t, data, warcFile(t, first))
-	if s := importFiles(t, data, warcFile(t, again, byID)); s.Duplicates != 1 || s.Unresolved != 0 {
-		t.Errorf("%d duplicates, %d unresolved; want the copy skipped and the revisit resolved", s.Duplicates, s.Unresolved)
+	for _, c := range []struct {
+		name  string
+		files func() []string
+	}{
+		{"in one file", func() []string { return []string{warcFile(t, again, byID)} }},
+		{"the revisit first", func() []string { return []string{warcFile(t, byID), warcFile(t, again)} }},
+		{"the copy first", func() []string { return []string{warcFile(t, again), warcFile(t, byID)} }},
+	} {
+		data := t.TempDir()
+		importFiles(t, data, warcFile(t, first))
+		if s := importFiles(t, data, c.files()...); s.Duplicates != 1 || s.Unresolved != 0 {
+			t.Errorf("%s: %d duplicates, %d unresolved; want the copy skipped and the revisit resolved", c.name, s.Duplicates, s.Unresolved)
+		}
+		if cs := archived(t, data)["http://a.example/"]; len(cs) != 2 || cs[1].Digest != first.Header.Get("WARC-Payload-Digest") {
+			t.Errorf("%s: captures %+v; want the revisit with the payload's digest", c.name, cs)
+		}
 	}
-	if cs := archived(t, data)["http://a.example/"]; len(cs) != 2 || cs[1].Digest != first.Header.Get("WARC-Payload-Digest") {
-		t.Errorf("captures %+v; want the revisit with the payload's digest", cs)
+}
+
+// A claim touches only the orphans that name exactly its record ID, though
+// an ID with a NUL makes another's ref key look like one of its own.
+func TestClaimOrphansMatchesTheWholeID(t *testing.T) {
+	db, err := OpenDB(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := db.NewIndexedBatch()
+	defer b.Close()
+	o := orphan{URLKey: "example,a)/", Time: time.Now(), RecordID: "Q", RefersTo: "X\x00P", Walk: true}
+	if err := errors.Join(putOrphan(b, o), b.Set(orphanRefKey(o.RefersTo, o.RecordID), nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	digest := func() string {
+		v, closer, err := b.Get([]byte(orphanPrefix + "Q"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closer.Close()
+		var o orphan
+		if err := json.Unmarshal(v, &o); err != nil {
+			t.Fatal(err)
+		}
+		return o.Digest
+	}
+	if err := claimOrphans(b, "X", "sha1:X"); err != nil || digest() != "" {
+		t.Fatalf("a claim of X gave the orphan naming X\\x00P digest %q (%v)", digest(), err)
+	}
+	if err := claimOrphans(b, "X\x00P", "sha1:XP"); err != nil || digest() != "sha1:XP" {
+		t.Errorf("the claim of X\\x00P gave its orphan digest %q (%v)", digest(), err)
 	}
 }
 
