@@ -140,7 +140,7 @@ func newImporter(db *pebble.DB, warcDir string, log *slog.Logger) (*importer, er
 	if err != nil {
 		return nil, err
 	}
-	return &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, dupDigests: map[string]string{},
+	return &importer{db: db, warcDir: warcDir, log: log, state: st, dupCaptures: map[string]bool{}, seenDigests: map[string]string{},
 		segInfo: map[string]string{}}, nil
 }
 
@@ -155,12 +155,14 @@ type importer struct {
 	broken  error // a write or commit failed: nothing more can be made durable
 
 	dupCaptures map[string]bool // record IDs of recent duplicate captures
-	// dupDigests holds the payload digests of the responses and resources
-	// this run skipped as copies of captures held, by the copy's record
-	// ID (at most maxDupDigests): a revisit that names one by WARC-Refers-To
-	// alone takes its digest, the copy's ID being in no index.
-	dupDigests map[string]string
-	segInfo    map[string]string // segment name → its warcinfo record ID ("" if none)
+	// seenDigests holds the payload digests of the responses and resources
+	// this run indexed, or skipped as copies of captures held, by record
+	// ID (at most maxSeenDigests): a revisit after one that names it by
+	// WARC-Refers-To alone takes its digest at once, with no walk over
+	// the index for it, and one naming a copy, whose ID is in no index, at
+	// all.
+	seenDigests map[string]string
+	segInfo     map[string]string // segment name → its warcinfo record ID ("" if none)
 
 }
 
@@ -250,7 +252,9 @@ func claimOrphans(b *pebble.Batch, recordID, digest string) error {
 			var o orphan
 			uerr := json.Unmarshal(v, &o)
 			closer.Close()
-			if uerr == nil {
+			// Only the orphan the ref was made for: another record with
+			// the same ID (a malformed file) may have taken its entry.
+			if uerr == nil && o.RefersTo == recordID && o.Digest == "" {
 				o.Digest, o.Walk = digest, false
 				if err := putOrphan(b, o); err != nil {
 					return err
@@ -411,6 +415,9 @@ func (im *importer) scanOrphans(ctx context.Context, fn func(orphan) error) erro
 	}
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		var o orphan
 		if err := json.Unmarshal(it.Value(), &o); err != nil || o.RecordID == "" {
 			im.log.Warn("import: dropping an unreadable orphan entry", "key", string(it.Key()), "err", err)
@@ -611,10 +618,7 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 			// A revisit may name it by the ID of this copy: one before it
 			// (its orphan is claimed), or after it in this run.
 			g.claims = append(g.claims, [2]string{cp.RecordID, cp.Digest})
-			if len(im.dupDigests) >= maxDupDigests {
-				clear(im.dupDigests)
-			}
-			im.dupDigests[cp.RecordID] = cp.Digest
+			im.seen(cp)
 		}
 		im.stats.Duplicates++
 		if len(im.dupCaptures) >= maxDupCaptures {
@@ -631,8 +635,20 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 	return nil
 }
 
-// maxDupDigests bounds importer.dupDigests; past it, it starts again.
-const maxDupDigests = 1 << 16
+// maxSeenDigests bounds importer.seenDigests; past it, it starts again.
+const maxSeenDigests = 1 << 16
+
+// seen notes the digest of a response or resource this run indexed or
+// skipped.
+func (im *importer) seen(cp *index.Capture) {
+	if cp.Type == warc.TypeRevisit || cp.RecordID == "" || cp.Digest == "" {
+		return
+	}
+	if len(im.seenDigests) >= maxSeenDigests {
+		clear(im.seenDigests)
+	}
+	im.seenDigests[cp.RecordID] = cp.Digest
+}
 
 // maxDupCaptures bounds the record IDs of duplicate captures remembered for
 // knownRecord: the records that belong to a capture follow it closely.
@@ -836,8 +852,8 @@ func (im *importer) commit(g *group) error {
 			// if the archive holds the original: imported before, or earlier
 			// in this batch (b is indexed: it reads its own PutDigest); if
 			// not, adoptOrphans looks again.
-			if d, ok := im.dupDigests[p.rec.Header.Get("WARC-Refers-To")]; ok && cp.Digest == "" {
-				cp.Digest = d // named by record ID alone: a copy skipped
+			if d, ok := im.seenDigests[p.rec.Header.Get("WARC-Refers-To")]; ok && cp.Digest == "" {
+				cp.Digest = d // named by record ID alone, met before in this run
 			}
 			var first index.Capture
 			ok := false
@@ -856,6 +872,7 @@ func (im *importer) commit(g *group) error {
 			if err := claimOrphans(b, cp.RecordID, cp.Digest); err != nil {
 				return fail(err)
 			}
+			im.seen(&cp)
 		}
 		if err := index.Put(b, cp); err != nil {
 			return fail(err)

@@ -887,6 +887,23 @@ func TestClaimOrphansMatchesTheWholeID(t *testing.T) {
 	if err := claimOrphans(b, "X\x00P", "sha1:XP"); err != nil || digest() != "sha1:XP" {
 		t.Errorf("the claim of X\\x00P gave its orphan digest %q (%v)", digest(), err)
 	}
+	// A ref left by a record whose entry another with the same ID took (a
+	// malformed file) gives that other nothing.
+	o = orphan{URLKey: "example,b)/", Time: time.Now(), RecordID: "R", RefersTo: "Y", Walk: true}
+	if err := errors.Join(putOrphan(b, o), b.Set(orphanRefKey("Z", "R"), nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := claimOrphans(b, "Z", "sha1:Z"); err != nil {
+		t.Fatal(err)
+	}
+	v, closer, err := b.Get([]byte(orphanPrefix + "R"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	if err := json.Unmarshal(v, &o); err != nil || o.Digest != "" || !o.Walk {
+		t.Errorf("a stale ref's claim changed the orphan that names Y: %+v (%v)", o, err)
+	}
 }
 
 // An Import cut short after its records were committed, before it looked
