@@ -95,6 +95,22 @@ func TestInterimResponseIsPassedOver(t *testing.T) {
 	}
 }
 
+// A connection that answered 101 Switching Protocols speaks something
+// else from then on: it is not used for another request.
+func TestSwitchedConnectionIsNotReused(t *testing.T) {
+	base, conns := rawServer(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: example\r\nConnection: Upgrade\r\n\r\n", false)
+	f := newFetcher(t, Config{})
+	for range 2 {
+		r, err := f.Fetch(context.Background(), Request{URL: base + "/"})
+		if err != nil || r.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("%v %v", r, err)
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections for 2 requests answered 101; want 2", n)
+	}
+}
+
 // What cannot be rewritten is refused as before: a cut-off section, a line
 // of one byte without a carriage return.
 func TestHeaderLinesLeftToNetHTTP(t *testing.T) {
