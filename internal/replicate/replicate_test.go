@@ -170,6 +170,16 @@ func serve(t testing.TB, cred *admission.Credential, h http.Handler) (addr strin
 }
 
 // resolver is a member list the test changes.
+// onePeer starts b, the second node of a two-node network, which stores
+// the copies it is sent in rb; res resolves it.
+func onePeer(t testing.TB) (creds []*admission.Credential, b string, rb *receiver, res *resolver) {
+	t.Helper()
+	creds = network(t, 2)
+	b, rb = creds[1].ID(), newReceiver()
+	addr, _ := serve(t, creds[1], Handler(rb.store))
+	return creds, b, rb, &resolver{addrs: map[string]string{b: addr}}
+}
+
 type resolver struct {
 	mu    sync.Mutex
 	addrs map[string]string
@@ -528,11 +538,7 @@ func TestRetarget(t *testing.T) {
 }
 
 func TestDropsCorruptLocalRecords(t *testing.T) {
-	creds := network(t, 2)
-	b := creds[1].ID()
-	rb := newReceiver()
-	addr, _ := serve(t, creds[1], Handler(rb.store))
-	res := &resolver{addrs: map[string]string{b: addr}}
+	creds, b, rb, res := onePeer(t)
 	warcDir := t.TempDir()
 	entries := captures(t, warcDir, 30)
 	// Flip a byte inside entry 3's request member, and point entry 7 at a
@@ -641,11 +647,7 @@ func TestAddRefuses(t *testing.T) {
 // gone, not queued for good: Under would otherwise never reach zero, and a
 // node leaving the network waits for it to.
 func TestSentBeforeCommitted(t *testing.T) {
-	creds := network(t, 2)
-	b := creds[1].ID()
-	rb := newReceiver()
-	addr, _ := serve(t, creds[1], Handler(rb.store))
-	res := &resolver{addrs: map[string]string{b: addr}}
+	creds, b, rb, res := onePeer(t)
 	warcDir := t.TempDir()
 	entries := captures(t, warcDir, 10)
 	s := newSender(t, creds[0], t.TempDir(), warcDir, res, 0)
@@ -739,11 +741,7 @@ func TestSimHashTravels(t *testing.T) {
 // records unreadable here) or never queued (Add refused it). The node's
 // content-seen test registers only the first kind.
 func TestCopiesOf(t *testing.T) {
-	creds := network(t, 2)
-	b := creds[1].ID()
-	rb := newReceiver()
-	addr, _ := serve(t, creds[1], Handler(rb.store))
-	res := &resolver{addrs: map[string]string{b: addr}}
+	creds, b, rb, res := onePeer(t)
 	warcDir := t.TempDir()
 	entries := captures(t, warcDir, 4)
 	entries[1].Records[0].Segment = "gone-00001.warc.gz" // unsendable
