@@ -964,7 +964,7 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 		cp.Redirect = redirectOf(uri, status, h)
 		cp.SimHash = pageSimHash(status, h, rec.Block)
 		if digest == "" {
-			payload, _ := warc.HTTPPayload(rec.Block)
+			payload, _ := warc.HTTPBody(rec.Block, h)
 			digest = warc.Digest(payload)
 		}
 	case warc.TypeRevisit:
@@ -986,7 +986,7 @@ func pageSimHash(status int, h http.Header, block []byte) uint64 {
 	if !hasSimHash(status, h) {
 		return 0
 	}
-	payload, _ := warc.HTTPPayload(block)
+	payload, _ := warc.HTTPBody(block, h)
 	body, err := fetch.DecodeContent(payload, h.Get("Content-Encoding"), fetch.DefaultMaxDecodedSize)
 	if err != nil && len(body) == 0 {
 		return 0

@@ -257,9 +257,7 @@ func (s *Server) ownPrevious(ctx context.Context, c index.Capture) (*response, b
 }
 
 // parseResponse splits a raw HTTP/1.x response into status, headers and
-// payload. The payload is framed by the headers parseHead keeps, not by a
-// strict second reading (warc.HTTPPayload), which would refuse a capture
-// for a header line that parseHead passes over.
+// payload, the head read once (by parseHead, for warc.HTTPBody too).
 func parseResponse(raw []byte) (*response, error) {
 	end := warc.HTTPHeaderEnd(raw)
 	if end < 0 {
@@ -269,10 +267,7 @@ func parseResponse(raw []byte) (*response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.payload = raw[end:]
-	if warc.Chunked(resp.header) {
-		resp.payload, _ = warc.Dechunk(resp.payload)
-	}
+	resp.payload, _ = warc.HTTPBody(raw, resp.header)
 	return resp, nil
 }
 

@@ -42,7 +42,7 @@ func pageTitle(block []byte) string {
 		return ""
 	}
 	h := warc.ReadHTTPHead(block[:end]).Header
-	body, _ := warc.HTTPPayload(block)
+	body, _ := warc.HTTPBody(block, h)
 	// Decode what there is of a compressed body: the start is enough.
 	ce := h.Get("Content-Encoding")
 	for _, c := range strings.Split(ce, ",") {

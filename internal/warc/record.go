@@ -189,11 +189,20 @@ func HTTPPayload(raw []byte) (payload []byte, truncated bool) {
 	if end < 0 {
 		return nil, true // headers cut off: no payload
 	}
-	body := raw[end:]
-	if !Chunked(ReadHTTPHead(raw[:end]).Header) {
-		return body, false
+	return HTTPBody(raw, ReadHTTPHead(raw[:end]).Header)
+}
+
+// HTTPBody is HTTPPayload for a response whose header h the caller has
+// read already (ReadHTTPHead), so that it is not read twice.
+func HTTPBody(raw []byte, h http.Header) (payload []byte, truncated bool) {
+	end := HTTPHeaderEnd(raw)
+	if end < 0 {
+		return nil, true
 	}
-	return Dechunk(body)
+	if !Chunked(h) {
+		return raw[end:], false
+	}
+	return dechunk(raw[end:])
 }
 
 // Chunked reports whether an HTTP response's header h frames its payload
@@ -202,10 +211,10 @@ func Chunked(h http.Header) bool {
 	return strings.Contains(strings.ToLower(strings.Join(h.Values("Transfer-Encoding"), ",")), "chunked")
 }
 
-// Dechunk removes chunked framing from b, an HTTP/1.1 message body,
+// dechunk removes chunked framing from b, an HTTP/1.1 message body,
 // tolerating a cut-off tail or bytes that are not chunks after all: it
 // gives what it could read and truncated=true.
-func Dechunk(b []byte) (payload []byte, truncated bool) {
+func dechunk(b []byte) (payload []byte, truncated bool) {
 	var out []byte
 	for {
 		nl := bytes.IndexByte(b, '\n')

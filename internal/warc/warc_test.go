@@ -279,6 +279,10 @@ func TestHTTPPayload(t *testing.T) {
 	if trunc || string(p) != "hello world" {
 		t.Errorf("chunked: %q %v", p, trunc)
 	}
+	// The header read once already gives the same payload.
+	if p, trunc := HTTPBody([]byte(chunked), ReadHTTPHead([]byte(chunked)).Header); trunc || string(p) != "hello world" {
+		t.Errorf("chunked, header read before: %q %v", p, trunc)
+	}
 	p, trunc = HTTPPayload([]byte(chunked[:60]))
 	if !trunc || !strings.HasPrefix("hello world", string(p)) {
 		t.Errorf("cut chunked: %q %v", p, trunc)
