@@ -29,7 +29,7 @@ func passOverBadHeaderLines(br *bufio.Reader) {
 		if !bytes.HasPrefix(buf, []byte("HTTP/")[:min(n, 5)]) {
 			return // no HTTP response: ReadResponse says so, without waiting for more
 		}
-		if end := headerEnd(buf); end >= 0 {
+		if end := warc.HTTPHeaderEnd(buf); end >= 0 {
 			rewriteBadHeaderLines(buf[:end])
 			return
 		}
@@ -40,25 +40,6 @@ func passOverBadHeaderLines(br *bufio.Reader) {
 			return // cut off: ReadResponse says so
 		}
 	}
-}
-
-// headerEnd returns the length of the header section at the start of b,
-// its blank line included, or -1 while it is incomplete.
-func headerEnd(b []byte) int {
-	status := true
-	for i := 0; i < len(b); {
-		nl := bytes.IndexByte(b[i:], '\n')
-		if nl < 0 {
-			return -1
-		}
-		blank := nl == 0 || nl == 1 && b[i] == '\r'
-		i += nl + 1
-		if blank && !status {
-			return i
-		}
-		status = false
-	}
-	return -1
 }
 
 // rewriteBadHeaderLines rewrites in place, at their length, the lines of a

@@ -134,7 +134,7 @@ func FuzzRewriteBadHeaderLines(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\r\nA: 1\r\n folded\r\n:x\r\nN\x80: v\r\nV: \x01\r\n\r\n"))
 	f.Add([]byte("HTTP/1.0 404 Not Found\n\n"))
 	f.Fuzz(func(t *testing.T, section []byte) {
-		end := headerEnd(section)
+		end := warc.HTTPHeaderEnd(section)
 		if end < 0 {
 			return
 		}

@@ -167,13 +167,23 @@ func warcFields(fields []Field) []byte {
 }
 
 // HTTPHeaderEnd returns the index just after the blank line that ends the
-// header section of a raw HTTP message, or -1.
+// header section of a raw HTTP message, or -1 while there is none. It reads
+// line by line, as net/http and ReadHTTPHead do: the first empty line
+// (CRLF or bare LF) after the start line ends the section, though a CRLF
+// CRLF may come later, in the body.
 func HTTPHeaderEnd(raw []byte) int {
-	if i := bytes.Index(raw, []byte("\r\n\r\n")); i >= 0 {
-		return i + 4
-	}
-	if i := bytes.Index(raw, []byte("\n\n")); i >= 0 {
-		return i + 2
+	start := true
+	for i := 0; i < len(raw); {
+		nl := bytes.IndexByte(raw[i:], '\n')
+		if nl < 0 {
+			return -1
+		}
+		blank := nl == 0 || nl == 1 && raw[i] == '\r'
+		i += nl + 1
+		if blank && !start {
+			return i
+		}
+		start = false
 	}
 	return -1
 }

@@ -297,6 +297,12 @@ func TestHTTPPayload(t *testing.T) {
 	if p, trunc := HTTPPayload([]byte(junk)); trunc || string(p) != "hello" {
 		t.Errorf("chunked after a line that is not a field: %q %v", p, trunc)
 	}
+	// A head of bare LF lines ends at its first empty line, as net/http
+	// reads it, though the body holds a CRLF CRLF.
+	bare := "HTTP/1.0 200 OK\nContent-Type: text/plain\n\nbody\r\n\r\nmore"
+	if p, _ := HTTPPayload([]byte(bare)); string(p) != "body\r\n\r\nmore" {
+		t.Errorf("a bare-LF head with CRLF CRLF in its body: payload %q", p)
+	}
 	// Chunking named in a second Transfer-Encoding field frames it too.
 	second := "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
 	if p, _ := HTTPPayload([]byte(second)); string(p) != "hello" {
