@@ -55,6 +55,7 @@ const (
 //	GET /v1/archive/record?segment=&offset=&length=
 //	GET /v1/archive/companions?segment=&offset=&length=&id=
 //	GET /v1/archive/warcinfo?segment=
+//	GET /v1/archive/proof?segment=&offset=&length=&id=&nonce=
 //	GET /v1/archive/summary
 //
 // range streams the captures of a key range, or of one key within a time
@@ -66,7 +67,8 @@ const (
 // the record at segment, offset and length whose records are concurrent to
 // it (WARC-Concurrent-To: id), as frames: uvarint length, then the bytes;
 // warcinfo answers the warcinfo record segment starts with, as one such
-// frame, or none when it starts with another record;
+// frame, or none when it starts with another record; proof answers a
+// payload proof (see proofPath);
 // summary answers, in JSON, the Summary of the sites owns accepts (all of
 // l's when owns is nil): the part of the network's summary this node
 // counts.
@@ -88,6 +90,8 @@ func Handler(l *Local, owns func(site string) bool) http.Handler {
 			serve = serveCompanions
 		case warcinfoPath:
 			serve = serveWarcinfo
+		case proofPath:
+			serve = serveProof
 		case summaryPath:
 			serve = func(l *Local, w http.ResponseWriter, r *http.Request, _ url.Values) { serveSummary(l, owns, w, r) }
 		default:

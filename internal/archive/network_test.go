@@ -53,7 +53,7 @@ var t0 = time.Date(2024, 3, 1, 10, 0, 0, 0, time.UTC)
 
 // archivePages writes pages into a new archive (pebble index and WARC
 // segments) in a temporary directory, as the crawler does.
-func archivePages(t *testing.T, pages []page) *Local {
+func archivePages(t testing.TB, pages []page) *Local {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := pebble.Open(filepath.Join(dir, "db"), frontier.PebbleOptions())

@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -24,6 +25,7 @@ type networkDedup struct {
 	ref     recrawl.Ref // zero: the owner knows of no such payload
 	held    map[string]bool
 	lookups int
+	asked   [][]byte // the payload each lookup gave, for its holder to prove it has
 }
 
 func (d *networkDedup) set(ref recrawl.Ref) {
@@ -47,10 +49,11 @@ func (d *networkDedup) Holds(_ context.Context, _ string, ref recrawl.Ref) (bool
 	return d.held[ref.RecordID], nil
 }
 
-func (d *networkDedup) Lookup(context.Context, string) (recrawl.Ref, bool, error) {
+func (d *networkDedup) Lookup(_ context.Context, _ string, payload []byte) (recrawl.Ref, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.lookups++
+	d.asked = append(d.asked, bytes.Clone(payload))
 	return d.ref, d.ref.RecordID != "", nil
 }
 
@@ -102,10 +105,18 @@ func TestRevisitDoesNotKeepPointingAtALostPayload(t *testing.T) {
 	if c, rec := last(); c.Type != warc.TypeRevisit || rec.Header.Get("WARC-Refers-To") != first.RecordID {
 		t.Fatalf("first crawl: %s referring to %q, want a revisit of %s", c.Type, rec.Header.Get("WARC-Refers-To"), first.RecordID)
 	}
+	// The network was given the payload fetched, for the capture's
+	// holder to prove it has those bytes before this one drops them.
+	if len(d.asked) != 1 || string(d.asked[0]) != body {
+		t.Fatalf("first crawl asked the network about payloads %q, want the one fetched", d.asked)
+	}
 
 	// The first capture was lost and the payload stored again elsewhere.
 	d.set(again)
 	runCrawl(t, revisit)
+	if len(d.asked) != 2 || d.asked[1] != nil {
+		t.Fatalf("a 304 gave the network payloads %q, want none after the first crawl's", d.asked)
+	}
 	c, rec := last()
 	if c.Type != warc.TypeRevisit || rec.Header.Get("WARC-Profile") != warc.ProfileServerNotModified || rec.Header.Get("WARC-Refers-To") != again.RecordID {
 		t.Fatalf("after the payload moved: %s (%s) referring to %q, want a not-modified revisit of %s",

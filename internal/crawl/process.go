@@ -267,7 +267,8 @@ func (c *Crawler) seenElsewhere(ctx context.Context, digest string, resp *fetch.
 	// worker.
 	ctx, cancel := context.WithTimeout(ctx, dedupWait)
 	defer cancel()
-	ref, ok, err := c.cfg.Dedup.Lookup(ctx, digest)
+	payload, _ := warc.HTTPPayload(resp.Raw)
+	ref, ok, err := c.cfg.Dedup.Lookup(ctx, digest, payload)
 	if err != nil {
 		c.cfg.Logger.Debug("content-seen test unavailable; storing the payload", "url", resp.URL, "err", err)
 		return nil

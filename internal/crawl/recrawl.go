@@ -29,10 +29,12 @@ import (
 // stores a payload archived anywhere in the network as a revisit record
 // that points at it.
 type Dedup interface {
-	// Lookup says where a payload is archived, if anywhere. An error
-	// (the digest's owner cannot be asked) makes the crawler store the
-	// payload: a miss never loses data.
-	Lookup(ctx context.Context, digest string) (recrawl.Ref, bool, error)
+	// Lookup says where a payload is archived, if anywhere. Given the
+	// payload's bytes (nil when the crawler has none, as after a 304), it
+	// has the holder prove that it has them. An error (the digest's owner
+	// cannot be asked) makes the crawler store the payload: a miss never
+	// loses data.
+	Lookup(ctx context.Context, digest string, payload []byte) (recrawl.Ref, bool, error)
 	// Holds says whether the network still archives the response
 	// capture ref names, with this payload digest: the owner's entry
 	// for a payload can go with a node that failed while the capture
@@ -129,7 +131,7 @@ func (c *Crawler) payloadStillArchived(ctx context.Context, prev *recrawl.Entry)
 	}
 	ctx, cancel := context.WithTimeout(ctx, dedupWait)
 	defer cancel()
-	ref, ok, err := c.cfg.Dedup.Lookup(ctx, prev.Digest)
+	ref, ok, err := c.cfg.Dedup.Lookup(ctx, prev.Digest, nil)
 	if err != nil {
 		return prev
 	}

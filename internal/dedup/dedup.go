@@ -73,8 +73,9 @@
 //   - Any admitted node may register and replace entries, so a faulty one
 //     can point an entry anywhere. That costs copies, not data: before a
 //     node drops a payload on an entry's word, it checks that the archive
-//     holds the capture named (package node), and stores the payload,
-//     and replaces the entry, when it does not.
+//     holds the capture named and that the node holding it can prove it
+//     has the payload's bytes (package node, archive.PayloadProof), and
+//     stores the payload, and replaces the entry, when either fails.
 package dedup
 
 import (

@@ -3,8 +3,11 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
@@ -25,10 +28,13 @@ import (
 //
 // The digest's owner says where the payload was first archived, but not
 // whether it is still there: a capture can be lost with its disk, and a
-// faulty peer can name one that never was. Before the crawler drops a
-// payload, the capture named must be in the archive; a payload whose
-// capture is not is stored again, and its new capture replaces the stale
-// entry, so that later copies point at it.
+// faulty peer can name one that never was, or answer for a site it owns
+// that it holds one. Before the crawler drops a payload it has fetched,
+// the capture named must be in the archive, and the node holding it must
+// prove, over a fresh nonce, that it has the payload's bytes
+// (archive.PayloadProof); a payload whose capture fails either is stored
+// again, and its new capture replaces the stale entry, so that later
+// copies point at it.
 //
 // A new payload is registered only once its capture's copies have reached
 // its replicas: until then the capture is on one disk, whose loss would
@@ -37,8 +43,9 @@ import (
 // never registered.
 type contentSeen struct {
 	c      *dedup.Client
-	arc    archive.Archive                        // the network's captures
+	arc    provingArchive                         // the network's captures
 	copies func(c index.Capture) replicate.Copies // where c's copies stand (nil: none are made)
+	log    *slog.Logger
 
 	mu       sync.Mutex
 	verified map[string]verifiedRef // digest → a hit found in the archive lately
@@ -46,6 +53,7 @@ type contentSeen struct {
 	waiting  []registration         // new payloads whose copies are on their way
 
 	notArchived atomic.Uint64 // hits whose capture was not found
+	unproven    atomic.Uint64 // hits whose holder did not prove it has the payload
 	unheld      atomic.Uint64 // registrations given up: too many waiting, or a copy given up
 }
 
@@ -60,9 +68,17 @@ type registration struct {
 // it, new ones are given up (which costs duplicates later, never data).
 const maxWaiting = 1 << 16
 
+// provingArchive is the archive contentSeen looks captures up in, whose
+// holders prove they have a payload (archive.Network, archive.Local).
+type provingArchive interface {
+	archive.Archive
+	Prove(ctx context.Context, c index.Capture, nonce []byte) ([archive.ProofBytes]byte, error)
+}
+
 type verifiedRef struct {
-	ref recrawl.Ref
-	at  time.Time
+	ref    recrawl.Ref
+	at     time.Time
+	proven bool // its holder proved it has the payload
 }
 
 // A hit found in the archive is trusted again for verifiedFor without a
@@ -73,11 +89,14 @@ const (
 	maxVerified = 4096
 )
 
-func newContentSeen(c *dedup.Client, arc archive.Archive, copies func(index.Capture) replicate.Copies) *contentSeen {
-	return &contentSeen{c: c, arc: arc, copies: copies, verified: make(map[string]verifiedRef), stale: make(map[string]string)}
+func newContentSeen(c *dedup.Client, arc provingArchive, copies func(index.Capture) replicate.Copies, log *slog.Logger) *contentSeen {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &contentSeen{c: c, arc: arc, copies: copies, log: log, verified: make(map[string]verifiedRef), stale: make(map[string]string)}
 }
 
-func (s *contentSeen) Lookup(ctx context.Context, digest string) (recrawl.Ref, bool, error) {
+func (s *contentSeen) Lookup(ctx context.Context, digest string, payload []byte) (recrawl.Ref, bool, error) {
 	found, ok, err := s.c.Lookup(ctx, digest)
 	if err != nil || !ok {
 		return recrawl.Ref{}, false, err
@@ -87,45 +106,76 @@ func (s *contentSeen) Lookup(ctx context.Context, digest string) (recrawl.Ref, b
 	s.mu.Lock()
 	v, seen := s.verified[digest]
 	s.mu.Unlock()
-	if seen && v.ref == ref && now.Sub(v.at) < verifiedFor {
+	if seen && v.ref == ref && now.Sub(v.at) < verifiedFor && (v.proven || payload == nil) {
 		return ref, true, nil
 	}
-	held, err := s.Holds(ctx, digest, ref)
+	c, held, err := s.find(ctx, digest, ref)
 	if err != nil {
 		return recrawl.Ref{}, false, fmt.Errorf("node: is the capture of %s still archived: %w", digest, err)
 	}
 	if !held {
 		s.notArchived.Add(1)
-		s.mu.Lock()
-		if len(s.stale) >= maxVerified {
-			clear(s.stale) // a replacement forgotten costs a later duplicate
-		}
-		s.stale[digest] = ref.RecordID
-		s.mu.Unlock()
+		s.forget(digest, ref)
 		return recrawl.Ref{}, false, nil
+	}
+	if payload != nil {
+		nonce := make([]byte, archive.NonceBytes)
+		rand.Read(nonce)
+		proof, err := s.arc.Prove(ctx, c, nonce)
+		switch {
+		case err != nil && !errors.Is(err, archive.ErrNotHeld):
+			return recrawl.Ref{}, false, fmt.Errorf("node: does the holder of %s have its payload: %w", digest, err)
+		case err != nil || proof != archive.PayloadProof(nonce, payload):
+			s.unproven.Add(1)
+			s.log.Warn("node: a content-seen hit's holder did not prove it has the payload; storing it", "digest", digest,
+				"holder", c.Node, "url", ref.URL, "record", ref.RecordID, "err", err)
+			s.forget(digest, ref)
+			return recrawl.Ref{}, false, nil
+		}
 	}
 	s.mu.Lock()
 	if len(s.verified) >= maxVerified {
 		clear(s.verified)
 	}
-	s.verified[digest] = verifiedRef{ref, now}
+	s.verified[digest] = verifiedRef{ref: ref, at: now, proven: payload != nil}
 	s.mu.Unlock()
 	return ref, true, nil
+}
+
+// forget marks the registry's entry for digest, naming ref, as stale:
+// the payload's next capture here replaces it.
+func (s *contentSeen) forget(digest string, ref recrawl.Ref) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.verified, digest)
+	if len(s.stale) >= maxVerified {
+		clear(s.stale) // a replacement forgotten costs a later duplicate
+	}
+	s.stale[digest] = ref.RecordID
 }
 
 // Holds reports whether the network's archive has the response capture
 // ref names, with this payload digest.
 func (s *contentSeen) Holds(ctx context.Context, digest string, ref recrawl.Ref) (bool, error) {
+	_, held, err := s.find(ctx, digest, ref)
+	return held, err
+}
+
+// find returns the response capture ref names, with this payload digest,
+// as the network's archive has it (Node naming its holder).
+func (s *contentSeen) find(ctx context.Context, digest string, ref recrawl.Ref) (index.Capture, bool, error) {
 	key, err := urlkey.SURT(ref.URL)
 	if err != nil {
-		return false, nil // names no URL: nothing to point at
+		return index.Capture{}, false, nil // names no URL: nothing to point at
 	}
-	found := false
+	var found index.Capture
+	held := false
 	err = s.arc.CapturesBetween(ctx, key, ref.Time.Add(-time.Second), ref.Time.Add(time.Second), false, func(c index.Capture) (bool, error) {
-		found = c.RecordID == ref.RecordID && c.Digest == digest && c.Type == warc.TypeResponse
-		return !found, nil
+		held = c.RecordID == ref.RecordID && c.Digest == digest && c.Type == warc.TypeResponse
+		found = c
+		return !held, nil
 	})
-	return found, err
+	return found, held, err
 }
 
 func (s *contentSeen) Stored(caps []index.Capture) {
@@ -330,7 +380,7 @@ func (s *contentSeen) stats() ContentSeenStats {
 	return ContentSeenStats{
 		AwaitingCopies: waiting,
 		Lookups:        d.Lookups, Hits: d.Hits, Requests: d.Requests, Registered: d.Registered,
-		Queued: d.Queued, Dropped: d.Dropped + s.unheld.Load(), Errors: d.Errors, NotArchived: s.notArchived.Load(),
+		Queued: d.Queued, Dropped: d.Dropped + s.unheld.Load(), Errors: d.Errors, NotArchived: s.notArchived.Load(), Unproven: s.unproven.Load(),
 		HandedOver: d.HandedOver,
 	}
 }

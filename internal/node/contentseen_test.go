@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -34,16 +35,7 @@ import (
 // revisit record pointing there, and replay follows the pointer from any
 // node. Every websim site serves the same vendor.min.js.
 func TestContentSeenAcrossNodes(t *testing.T) {
-	web := websim.New(websim.Config{Seed: 7, Hosts: 24, Pages: 240})
-	_, proxyURL := startPoliteProxy(t, web)
-	// One copy of each capture, so that a node's own index knows only the
-	// payloads it fetched: what it knows of others', it learnt by asking.
-	// Each site's own pages only, so that the sites are crawled when their
-	// seeds are given.
-	nodes, _ := startNetwork(t, 3, proxyURL, func(c *Config) {
-		c.Replicas = 1
-		c.Crawl.Scope = crawl.ScopeHost
-	})
+	nodes, seeds := scriptNetwork(t, 3)
 	ctx := context.Background()
 
 	type held struct {
@@ -77,20 +69,8 @@ func TestContentSeenAcrossNodes(t *testing.T) {
 	// the sites serving the script are spread over the nodes: with four,
 	// one node owned them all in about one run in 27; with the twelve of
 	// these hosts, in about one in 177,000.
-	var seeds []string
-	hosts := map[string]bool{}
-	for _, p := range web.Pages() {
-		if h := urlkey.Host(p); !hosts[h] {
-			hosts[h] = true
-			seeds = append(seeds, p)
-		}
-	}
 	for len(vendor) == 0 && len(seeds) > 0 {
-		if _, err := Submit(ctx, nodes[0].data, seeds[:1]); err != nil {
-			t.Fatal(err)
-		}
-		seeds = seeds[1:]
-		waitQuiet(t, nodes...)
+		seeds = crawlNext(t, nodes, seeds)
 		look()
 	}
 	if _, err := Submit(ctx, nodes[0].data, seeds); err != nil {
@@ -296,7 +276,10 @@ func TestNetworkRecrawl(t *testing.T) {
 
 // The registry's word is checked against the archive: a hit whose capture
 // the archive does not hold (lost with a disk, or never made: a faulty
-// peer's entry) is a miss, so the crawler stores the payload.
+// peer's entry) is a miss, so the crawler stores the payload. So is one
+// whose capture the index lists but whose holder cannot prove it has the
+// payload's bytes (an index entry forged by the peer that owns its site),
+// when the crawler has the payload to check with.
 func TestContentSeenChecksTheCaptureIsArchived(t *testing.T) {
 	dir := t.TempDir()
 	db, err := crawl.OpenDB(dir)
@@ -313,25 +296,53 @@ func TestContentSeenChecksTheCaptureIsArchived(t *testing.T) {
 			return nil, errors.New("no other node")
 		},
 	})
-	seen := newContentSeen(client, archive.NewLocal(index.New(db), filepath.Join(dir, "warc")), nil)
+	var log bytes.Buffer
+	warcDir := filepath.Join(dir, "warc")
+	seen := newContentSeen(client, archive.NewLocal(index.New(db), warcDir), nil, slog.New(slog.NewTextHandler(&log, nil)))
+	if err := os.MkdirAll(warcDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := warc.NewWriter(warcDir, warc.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	at := time.Date(2026, 11, 23, 10, 0, 0, 123456000, time.UTC)
-	capture := func(i int) index.Capture {
+	payload := func(i int) []byte { return []byte(fmt.Sprintf("function lib%d() {}\n", i)) }
+	// capture i is a response of payload(i) at its own URL, written to the
+	// archive when it is to be held.
+	capture := func(i int, write bool) index.Capture {
 		u := fmt.Sprintf("http://www.example.org/lib%d.js", i)
 		key, err := urlkey.SURT(u)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return index.Capture{
-			URLKey: key, URL: u,
-			Time: at, Type: warc.TypeResponse, Status: 200, Digest: fmt.Sprintf("sha1:%032d", i),
-			Segment: "waggle-1.warc.gz", RecordID: fmt.Sprintf("<urn:uuid:00000000-0000-0000-0000-%012d>", i),
+		c := index.Capture{URLKey: key, URL: u, Time: at, Type: warc.TypeResponse, Status: 200, Digest: warc.Digest(payload(i)),
+			RecordID: fmt.Sprintf("<urn:uuid:00000000-0000-0000-0000-%012d>", i)}
+		if write {
+			rec, err := warc.NewResponse(u, at, fmt.Appendf(nil, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(payload(i)), payload(i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Header.Set("WARC-Record-ID", c.RecordID)
+			loc, err := w.Write(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Segment, c.Offset, c.Length = loc.Segment, loc.Offset, loc.Length
 		}
+		return c
 	}
-	held, lost, forged := capture(1), capture(2), capture(3)
+	held, lost, forged, other := capture(1, true), capture(2, false), capture(3, false), capture(4, true)
 	forged.RecordID = "<urn:uuid:ffffffff-0000-0000-0000-000000000003>" // the archive has capture 3 under another ID
+	// The index lists payload 5 at capture 4's record, which holds payload 4.
+	impostor := other
+	impostor.URLKey, impostor.URL, impostor.Digest = capture(5, false).URLKey, capture(5, false).URL, capture(5, false).Digest
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	b := db.NewBatch()
-	for _, c := range []index.Capture{held, capture(3)} {
+	for _, c := range []index.Capture{held, capture(3, false), impostor} {
 		if err := index.Put(b, c); err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +351,7 @@ func TestContentSeenChecksTheCaptureIsArchived(t *testing.T) {
 		t.Fatal(err)
 	}
 	var refs []dedup.Ref
-	for _, c := range []index.Capture{held, lost, forged} {
+	for _, c := range []index.Capture{held, lost, forged, impostor} {
 		refs = append(refs, dedup.Ref{Digest: c.Digest, URL: c.URL, Time: c.Time, RecordID: c.RecordID})
 	}
 	if _, err := reg.Register(refs); err != nil {
@@ -348,16 +359,32 @@ func TestContentSeenChecksTheCaptureIsArchived(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name string
-		c    index.Capture
-		want bool
-	}{{"archived", held, true}, {"lost", lost, false}, {"never made", forged, false}} {
+		name    string
+		c       index.Capture
+		payload []byte // the crawler's copy, to check the holder's with
+		want    bool
+	}{
+		{"archived", held, nil, true},
+		{"archived, proved", held, payload(1), true},
+		{"lost", lost, nil, false},
+		{"never made", forged, nil, false},
+		// Without the payload, the index's word is all there is.
+		{"listed with other bytes, unchecked", impostor, nil, true},
+		// Found above, but not proved: the payload is checked now.
+		{"listed with other bytes", impostor, payload(5), false},
+	} {
 		for range 2 { // the second time from what was verified
-			ref, ok, err := seen.Lookup(ctx, tc.c.Digest)
+			ref, ok, err := seen.Lookup(ctx, tc.c.Digest, tc.payload)
 			if err != nil || ok != tc.want || ok && (ref.RecordID != tc.c.RecordID || ref.URL != tc.c.URL) {
 				t.Errorf("%s: Lookup = %+v, %v, %v; want found %v", tc.name, ref, ok, err, tc.want)
 			}
 		}
+	}
+	if st := seen.stats(); st.Unproven != 2 || st.NotArchived != 4 {
+		t.Errorf("stats: %d hits unproven, %d not archived; want 2 and 4", st.Unproven, st.NotArchived)
+	}
+	if !strings.Contains(log.String(), "did not prove it has the payload") {
+		t.Errorf("an unproved hit was not logged; log:\n%s", log.String())
 	}
 }
 
@@ -386,7 +413,7 @@ func TestPayloadRegisteredOnceReplicated(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return copies[c.RecordID]
-	})
+	}, nil)
 	capture := func(i int) index.Capture {
 		return index.Capture{URLKey: fmt.Sprintf("org,example)/%d", i), URL: fmt.Sprintf("http://example.org/%d", i),
 			Time: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC), Type: warc.TypeResponse, Status: 200,
@@ -626,7 +653,7 @@ func TestRegistryMovesToANewOwner(t *testing.T) {
 		if owner, _ := nodes[0].digestOwner(d); owner != nodes[1].ID() {
 			continue
 		}
-		ref, ok, err := nodes[0].contentSeen.Lookup(ctx, d)
+		ref, ok, err := nodes[0].contentSeen.Lookup(ctx, d, nil)
 		if err != nil || !ok || !stored[d][ref.RecordID] {
 			t.Errorf("n1 asking n2 about %s: %+v, %v, %v", d, ref, ok, err)
 		}
@@ -651,4 +678,123 @@ func waitRegistered(t *testing.T, nodes ...*testNode) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// A faulty peer cannot make another node drop a payload that it does not
+// hold: here the node that archived vendor.min.js first lists that capture
+// in its index, and registered it, but its index entry points at another
+// record, as a forged or damaged entry would. A node that fetches the
+// script later finds the capture listed, asks its holder to prove it has
+// the payload, and stores the payload itself when the holder cannot.
+func TestContentSeenUnprovenHitIsStored(t *testing.T) {
+	nodes, seeds := scriptNetwork(t, 2)
+	ctx := context.Background()
+	vendorOn := func(n *testNode) []index.Capture {
+		var caps []index.Capture
+		if err := n.LocalCaptures(ctx, func(c index.Capture) bool {
+			if strings.HasSuffix(c.URL, "/js/vendor.min.js") {
+				caps = append(caps, c)
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return caps
+	}
+	// One site at a time, until a node has archived the script.
+	var liar, honest *testNode
+	for liar == nil {
+		if len(seeds) == 0 {
+			t.Fatal("no site served vendor.min.js")
+		}
+		seeds = crawlNext(t, nodes, seeds)
+		for i, n := range nodes {
+			if len(vendorOn(n)) > 0 {
+				liar, honest = n, nodes[1-i]
+			}
+		}
+	}
+	waitRegistered(t, liar)
+	script := vendorOn(liar)[0]
+	if script.Type != warc.TypeResponse {
+		t.Fatalf("%s's first capture of the script is a %s", liar.name, script.Type)
+	}
+	// The liar's index entry keeps the script's record ID and digest but
+	// points at another of its records.
+	var other index.Capture
+	if err := liar.LocalCaptures(ctx, func(c index.Capture) bool {
+		if c.Type == warc.TypeResponse && c.RecordID != script.RecordID {
+			other = c
+			return false
+		}
+		return true
+	}); err != nil || other.RecordID == "" {
+		t.Fatalf("no other response on %s: %v", liar.name, err)
+	}
+	forged := script
+	forged.Segment, forged.Offset, forged.Length = other.Segment, other.Offset, other.Length
+	b := liar.db.NewBatch()
+	if err := index.Put(b, forged); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+
+	// Sites one at a time until the other node has fetched the script.
+	for len(vendorOn(honest)) == 0 {
+		if len(seeds) == 0 {
+			t.Fatalf("%s crawled no site serving vendor.min.js", honest.name)
+		}
+		seeds = crawlNext(t, nodes, seeds)
+	}
+	got := vendorOn(honest)[0]
+	cs := honest.Status(ctx).ContentSeen
+	if got.Type != warc.TypeResponse || cs == nil || cs.Unproven == 0 {
+		t.Fatalf("%s stored the script as a %s record (content-seen status %+v); want the payload stored, its holder having proved nothing",
+			honest.name, got.Type, cs)
+	}
+	rec, err := honest.local.Record(ctx, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if payload, _ := warc.HTTPPayload(rec.Block); warc.Digest(payload) != script.Digest {
+		t.Errorf("%s's capture of the script holds another payload", honest.name)
+	}
+}
+
+// scriptNetwork starts n nodes crawling a websim whose every site serves
+// the same vendor.min.js, and returns them with a seed of each host. Each
+// capture has one copy, so that a node's own index knows only the
+// payloads it fetched: what it knows of others', it learnt by asking. The
+// nodes crawl each site's own pages only, so that a site is crawled when
+// its seed is given.
+func scriptNetwork(t *testing.T, n int) ([]*testNode, []string) {
+	t.Helper()
+	web := websim.New(websim.Config{Seed: 7, Hosts: 24, Pages: 240})
+	_, proxyURL := startPoliteProxy(t, web)
+	nodes, _ := startNetwork(t, n, proxyURL, func(c *Config) {
+		c.Replicas = 1
+		c.Crawl.Scope = crawl.ScopeHost
+	})
+	var seeds []string
+	hosts := map[string]bool{}
+	for _, p := range web.Pages() {
+		if h := urlkey.Host(p); !hosts[h] {
+			hosts[h] = true
+			seeds = append(seeds, p)
+		}
+	}
+	return nodes, seeds
+}
+
+// crawlNext has the network crawl the site of seeds[0], waits until it
+// is done, and returns the seeds left.
+func crawlNext(t *testing.T, nodes []*testNode, seeds []string) []string {
+	t.Helper()
+	if _, err := Submit(context.Background(), nodes[0].data, seeds[:1]); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, nodes...)
+	return seeds[1:]
 }

@@ -250,7 +250,7 @@ func Open(ctx context.Context, cfg Config) (n *Node, err error) {
 		cc.Recover = n.recover
 		cc.Replicator = replicator{n}
 		cc.DropLost = true // what the disk lost, the replicas still hold
-		n.contentSeen = newContentSeen(n.dedup, n.net, n.push.CopiesOf)
+		n.contentSeen = newContentSeen(n.dedup, n.net, n.push.CopiesOf, n.log)
 		cc.Dedup = n.contentSeen
 	}
 	if n.crawl, err = crawl.Open(cc); err != nil {

@@ -117,6 +117,7 @@ func (n *Node) metricsHandler() http.Handler {
 			metric("content_seen_hits_total", "Payloads found archived by their digest's owner.", "counter", float64(cs.Hits))
 			metric("content_seen_errors_total", "Content-seen requests that failed (the payload was stored).", "counter", float64(cs.Errors))
 			metric("content_seen_hits_not_archived_total", "Content-seen hits whose capture was not in the archive (the payload was stored).", "counter", float64(cs.NotArchived))
+			metric("content_seen_hits_unproven_total", "Content-seen hits whose holder did not prove it has the payload (the payload was stored).", "counter", float64(cs.Unproven))
 			metric("content_seen_handed_over_total", "Registry entries moved to their digests' new owners after ring changes.", "counter", float64(cs.HandedOver))
 			metric("content_seen_registry_corrupt_entries_total", "Reads of this node's content-seen registry that found an entry unreadable (taken as absent).", "counter", float64(cs.CorruptEntries))
 			metric("content_seen_registrations_queued", "Payload registrations waiting to reach their digest's owner.", "gauge", float64(cs.Queued))

@@ -107,6 +107,10 @@ type ContentSeenStats struct {
 	// NotArchived counts hits whose capture the network's index did not
 	// have (lost, or named by a faulty peer): the payload was stored.
 	NotArchived uint64 `json:"hits_not_archived"`
+	// Unproven counts hits whose holder could not prove it has the
+	// payload's bytes (archive.PayloadProof): the payload was stored. A
+	// count that grows names a faulty peer in the log.
+	Unproven uint64 `json:"hits_unproven"`
 	// HandedOver counts registry entries moved to the digests' new
 	// owners after ring changes.
 	HandedOver uint64 `json:"handed_over"`
