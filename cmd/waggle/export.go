@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/archive"
@@ -140,7 +139,7 @@ func openPartial(out string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockExclusive(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("another export to %s is running (%s is locked): %w", out, name, err)
 	}

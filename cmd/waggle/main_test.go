@@ -462,3 +462,16 @@ func crawlJSON(t *testing.T, args ...string) (map[string]any, string) {
 	}
 	return s, errOut.String()
 }
+
+// startSim serves the web cfg makes on a loopback port until the test
+// ends, and returns it with its proxy URL.
+func startSim(t *testing.T, cfg websim.Config) (*websim.Web, string) {
+	t.Helper()
+	web := websim.New(cfg)
+	srv, err := websim.Start("127.0.0.1:0", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return web, srv.URL()
+}

@@ -388,19 +388,6 @@ func startWebsim(t *testing.T) (*websim.Web, string) {
 	return startSim(t, websim.Config{Seed: 7, Hosts: 12, Pages: 240})
 }
 
-// startSim serves the web cfg makes on a loopback port until the test
-// ends, and returns it with its proxy URL.
-func startSim(t *testing.T, cfg websim.Config) (*websim.Web, string) {
-	t.Helper()
-	web := websim.New(cfg)
-	srv, err := websim.Start("127.0.0.1:0", web)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return web, srv.URL()
-}
-
 // cluster runs waggle processes for a test and cleans up after it.
 type cluster struct {
 	t      *testing.T
