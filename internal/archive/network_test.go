@@ -38,6 +38,7 @@ type page struct {
 	url  string
 	at   time.Time
 	body string
+	id   string // the record's ID; empty for a new one
 }
 
 // testNode is a node with its own archive, served on loopback.
@@ -75,6 +76,9 @@ func archivePages(t testing.TB, pages []page) *Local {
 		rec, err := warc.NewResponse(p.url, p.at, []byte(raw))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if p.id != "" {
+			rec.Header.Set("WARC-Record-ID", p.id)
 		}
 		loc, err := w.Write(rec)
 		if err != nil {
@@ -178,7 +182,7 @@ func sitePages(host string, hour int) []page {
 
 // cluster is three nodes: node i owns sites[i]. Besides its own sites,
 // node 1 holds a capture of a.test, which it owned before, and node 2 a
-// replica of one of node 0's captures.
+// replica of one of node 0's captures (replicaID: the same record).
 type cluster struct {
 	answerTimeout time.Duration // of the Networks network makes (0: the default)
 	dir           string        // the network's admission directory
@@ -190,6 +194,10 @@ type cluster struct {
 }
 
 var sites = [][]string{{"a.test", "d.test"}, {"b.test", "e.test"}, {"c.test", "f.test"}}
+
+// replicaID is the record ID of the capture of node 0's that node 2 holds
+// a copy of.
+const replicaID = "<urn:uuid:00000000-0000-4000-8000-00000000a7e5>"
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
@@ -203,10 +211,14 @@ func newCluster(t *testing.T) *cluster {
 			cl.owners[urlkey.Site("http://"+h+"/")] = i
 		}
 		switch i {
+		case 0:
+			pages[0].id = replicaID
 		case 1:
 			pages = append(pages, cl.stale)
 		case 2:
-			pages = append(pages, sitePages("a.test", 0)[0])
+			replica := sitePages("a.test", 0)[0]
+			replica.id = replicaID
+			pages = append(pages, replica)
 		}
 		owns := func(site string) bool { j, ok := cl.owners[site]; return ok && j == i }
 		cl.nodes = append(cl.nodes, newTestNode(t, dir, fmt.Sprintf("node%d", i), pages, owns))

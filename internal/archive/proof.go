@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,20 +16,22 @@ import (
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
-// A payload proof shows that a node holds a payload's bytes, not merely an
-// index entry naming its digest. A node about to drop a payload it has
-// just fetched, on another node's word that the payload is archived
-// already, sends the holder a fresh random nonce; only a node with the
-// payload's bytes can answer SHA-256(nonce ‖ payload), which the asker,
-// holding the payload too, computes and compares. An index entry forged
-// or gone stale cannot answer it, so a faulty peer cannot make others drop
-// a payload that no node holds.
+// A payload proof shows that a node can produce a payload's bytes, not
+// merely an index entry naming its digest. A node about to drop a payload
+// it has just fetched, on another node's word that the payload is
+// archived already, sends the capture's holder a fresh random nonce; only
+// a node with the payload's bytes can answer SHA-256(nonce ‖ payload),
+// which the asker, holding the payload too, computes and compares. A
+// forged or stale index entry cannot answer it. It shows the bytes are at
+// hand when asked, not that they are kept: a node could fetch them from
+// the web anew to answer.
 //
 //	GET /v1/archive/proof?segment=&offset=&length=&id=&nonce=
 //
 // answers the proof for the payload of the response record id at that
 // location, as ProofBytes bytes (application/octet-stream); 404 when no
-// such response record is there.
+// such intact response record is there. The record is read as a stream,
+// whatever its size.
 const proofPath = Path + "proof"
 
 const (
@@ -36,16 +39,11 @@ const (
 	NonceBytes = 16
 	// ProofBytes is the length of a proof.
 	ProofBytes = sha256.Size
-	// MaxProofRecord bounds the record (its gzip member) a node reads
-	// whole to answer a proof; a larger one is refused, which costs the
-	// asker a stored copy of the payload, not data. A crawler's default
-	// body limit (50 MiB) stays under it.
-	MaxProofRecord = 64 << 20
 )
 
-// ErrNotHeld says that a node does not hold the response record a proof
-// asked about.
-var ErrNotHeld = errors.New("archive: the record is not held")
+// errNotHeld says that a location does not hold, intact, the response
+// record a proof asked about.
+var errNotHeld = errors.New("archive: the response record is not held intact")
 
 // PayloadProof is what a node that holds payload answers to nonce.
 func PayloadProof(nonce, payload []byte) [ProofBytes]byte {
@@ -55,42 +53,90 @@ func PayloadProof(nonce, payload []byte) [ProofBytes]byte {
 	return [ProofBytes]byte(h.Sum(nil))
 }
 
-// Prove answers nonce for the payload of c's record, which must be a
-// response record in l.
-func (l *Local) Prove(ctx context.Context, c index.Capture, nonce []byte) ([ProofBytes]byte, error) {
-	if c.Length > MaxProofRecord {
-		return [ProofBytes]byte{}, fmt.Errorf("archive: proof: record of %d bytes is over the %d-byte limit", c.Length, MaxProofRecord)
-	}
-	rec, err := l.Record(ctx, c)
+// ProvePayload reports whether l holds c's record, a response record
+// whose payload is payload. Its error is always nil: a local copy proves
+// or does not.
+func (l *Local) ProvePayload(ctx context.Context, c index.Capture, payload []byte) (bool, error) {
+	nonce := newNonce()
+	got, err := l.prove(ctx, c, nonce)
+	return err == nil && got == PayloadProof(nonce, payload), nil
+}
+
+// prove answers nonce for the payload of c's record in l.
+func (l *Local) prove(ctx context.Context, c index.Capture, nonce []byte) ([ProofBytes]byte, error) {
+	b, err := warc.OpenBlock(l.dir, warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
 	if err != nil {
-		// Gone or damaged: as a peer answers, this copy holds nothing.
-		return [ProofBytes]byte{}, fmt.Errorf("%w: %v", ErrNotHeld, err)
+		return [ProofBytes]byte{}, fmt.Errorf("%w: %v", errNotHeld, err)
 	}
-	return proofOf(rec, c.RecordID, nonce)
+	defer b.Close()
+	return proveBlock(ctx, b, c.RecordID, nonce)
 }
 
-// proofOf answers nonce for rec's payload, if rec is the response record
-// id.
-func proofOf(rec *warc.Record, id string, nonce []byte) ([ProofBytes]byte, error) {
-	if rec.ID() != id || rec.Type() != warc.TypeResponse {
-		return [ProofBytes]byte{}, fmt.Errorf("%w: %.100s is not the response record %.100s", ErrNotHeld, rec.ID(), id)
-	}
-	payload, _ := warc.HTTPPayload(rec.Block)
-	return PayloadProof(nonce, payload), nil
-}
-
-// Prove asks the node c came from (this one, when c is local) to answer
-// nonce for the payload of c's record. An error wraps ErrNotHeld when the
-// node says it has no such response record there, ErrUnavailable when it
-// could not be asked.
-func (n *Network) Prove(ctx context.Context, c index.Capture, nonce []byte) ([ProofBytes]byte, error) {
-	if c.Node == "" || c.Node == n.self {
-		return n.local.Prove(ctx, c, nonce)
-	}
+// proveBlock answers nonce for the payload of the response record id,
+// whose block b is: read as a stream, its digest checked to the end.
+func proveBlock(ctx context.Context, b *warc.Block, id string, nonce []byte) ([ProofBytes]byte, error) {
 	var proof [ProofBytes]byte
+	if got, typ := b.Header.Get("WARC-Record-ID"), b.Header.Get("WARC-Type"); got != id || typ != warc.TypeResponse {
+		return proof, fmt.Errorf("%w: the record there is %.100s, a %.30s record", errNotHeld, got, typ)
+	}
+	block := ctxReader{ctx, b}
+	payload, err := warc.PayloadReader(block)
+	if err != nil {
+		return proof, fmt.Errorf("%w: %v", errNotHeld, err)
+	}
+	h := sha256.New()
+	h.Write(nonce)
+	if _, err := io.Copy(h, payload); err != nil {
+		return proof, fmt.Errorf("%w: %v", errNotHeld, err)
+	}
+	// The payload may end before the block does (after the last chunk):
+	// the block is read to its end, where its digest is checked.
+	if _, err := io.Copy(io.Discard, block); err != nil {
+		return proof, fmt.Errorf("%w: %v", errNotHeld, err)
+	}
+	if err := b.Finish(); err != nil {
+		return proof, fmt.Errorf("%w: %v", errNotHeld, err)
+	}
+	return [ProofBytes]byte(h.Sum(nil)), nil
+}
+
+// ProvePayload reports whether a node holding c's record proves, over a
+// fresh nonce, that it is a response record whose payload is payload:
+// the node c came from, or failing that, any other live node that holds a
+// copy (a damaged or missing copy is not a faulty holder). A node that
+// answers anything but the proof has not proved it. The error wraps
+// ErrUnavailable when no holder could be asked at all.
+func (n *Network) ProvePayload(ctx context.Context, c index.Capture, payload []byte) (bool, error) {
+	proven, err := n.provePayloadOn(ctx, c, payload)
+	if proven || ctx.Err() != nil {
+		return proven, ctx.Err()
+	}
+	asked := err == nil
+	n.eachCopy(ctx, c, func(cp index.Capture) bool {
+		ok, err := n.provePayloadOn(ctx, cp, payload)
+		asked = asked || err == nil
+		proven = ok
+		return ok
+	})
+	if proven || asked {
+		return proven, nil
+	}
+	return false, err
+}
+
+// provePayloadOn asks the node c came from to prove it holds payload in
+// c's record. The error wraps ErrUnavailable when the node could not be
+// asked; an answer that is not the proof is false, nil.
+func (n *Network) provePayloadOn(ctx context.Context, c index.Capture, payload []byte) (bool, error) {
+	nonce := newNonce()
+	want := PayloadProof(nonce, payload)
+	if c.Node == "" || c.Node == n.self {
+		got, err := n.local.prove(ctx, c, nonce)
+		return err == nil && got == want, nil
+	}
 	node, err := n.member(c.Node)
 	if err != nil {
-		return proof, err
+		return false, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, proofPath+"?"+url.Values{
 		"segment": {c.Segment},
@@ -100,28 +146,28 @@ func (n *Network) Prove(ctx context.Context, c index.Capture, nonce []byte) ([Pr
 		"nonce":   {hex.EncodeToString(nonce)},
 	}.Encode(), nil)
 	if err != nil {
-		return proof, fmt.Errorf("archive: %w", err)
+		return false, fmt.Errorf("archive: %w", err)
 	}
 	resp, err := n.ask(ctx, node, req, 0)
 	if err != nil {
-		return proof, n.failed(ctx, node.ID, err)
+		return false, n.failed(ctx, node.ID, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return proof, fmt.Errorf("%w: %.16s: %.200q", ErrNotHeld, node.ID, msg)
-	}
-	if err := answerOK(resp, "application/octet-stream"); err != nil {
-		return proof, n.failed(ctx, node.ID, err)
+	if resp.StatusCode != http.StatusOK {
+		return false, nil
 	}
 	got, err := io.ReadAll(io.LimitReader(resp.Body, ProofBytes+1))
 	if err != nil {
-		return proof, n.failed(ctx, node.ID, err)
+		return false, n.failed(ctx, node.ID, err)
 	}
-	if len(got) != ProofBytes {
-		return proof, n.failed(ctx, node.ID, fmt.Errorf("proof of %d bytes, want %d", len(got), ProofBytes))
-	}
-	return [ProofBytes]byte(got), nil
+	return len(got) == ProofBytes && [ProofBytes]byte(got) == want, nil
+}
+
+// newNonce returns a fresh random nonce.
+func newNonce() []byte {
+	nonce := make([]byte, NonceBytes)
+	rand.Read(nonce)
+	return nonce
 }
 
 func serveProof(l *Local, w http.ResponseWriter, r *http.Request, v url.Values) {
@@ -135,32 +181,19 @@ func serveProof(l *Local, w http.ResponseWriter, r *http.Request, v url.Values) 
 		http.Error(w, "archive: proof: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if length > MaxProofRecord {
-		http.Error(w, fmt.Sprintf("archive: proof: record of %d bytes is over the %d-byte limit", length, MaxProofRecord), http.StatusRequestEntityTooLarge)
-		return
-	}
 	f, _, ok := openSegment(l, w, "proof", seg, off, length)
 	if !ok {
 		return
 	}
-	defer f.Close()
-	rd, err := warc.NewReader(io.NewSectionReader(f, off, length))
-	var rec *warc.Record
+	b, err := warc.ReadBlock(io.NopCloser(io.NewSectionReader(f, off, length)), warc.Location{Segment: seg, Offset: off, Length: length})
+	var proof [ProofBytes]byte
 	if err == nil {
-		rec, _, err = rd.Next()
+		proof, err = proveBlock(r.Context(), b, id, nonce)
+		b.Close()
 	}
-	if err == nil {
-		err = warc.VerifyBlock(rec)
-	}
+	f.Close()
 	if err != nil {
-		// Damaged bytes, or a location that holds no record: the asker
-		// stores its payload either way.
 		http.Error(w, fmt.Sprintf("archive: proof: %s at %d: %v", seg, off, err), http.StatusNotFound)
-		return
-	}
-	proof, err := proofOf(rec, id, nonce)
-	if err != nil {
-		http.Error(w, "archive: proof: "+err.Error(), http.StatusNotFound)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")

@@ -16,7 +16,7 @@ func TestVerifyFromCursor(t *testing.T) {
 	var pages []page
 	for _, u := range []string{"http://a.com/x", "http://a.com/x?y", "http://a.com/x/z", "http://a.com/xy", "http://b.com/"} {
 		for h := range 3 {
-			pages = append(pages, page{u, t0.Add(time.Duration(h) * time.Hour), "body of " + u})
+			pages = append(pages, page{url: u, at: t0.Add(time.Duration(h) * time.Hour), body: "body of " + u})
 		}
 	}
 	l := archivePages(t, pages)
@@ -53,7 +53,7 @@ func TestVerifyFromCursor(t *testing.T) {
 // back (Member, which replication and repair use, refuses it), and Verify
 // counts it damaged: it reads to the end of the gzip member.
 func TestVerifyFindsDamagedGzipTrailer(t *testing.T) {
-	l := archivePages(t, []page{{"http://a.com/", t0, "hello"}, {"http://b.com/", t0, "world"}})
+	l := archivePages(t, []page{{url: "http://a.com/", at: t0, body: "hello"}, {url: "http://b.com/", at: t0, body: "world"}})
 	var first index.Capture
 	l.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
 		first = c
@@ -84,7 +84,7 @@ func TestVerifyFindsDamagedGzipTrailer(t *testing.T) {
 // (what crawl.Open then refuses, pointing at waggle index verify to list
 // the captures affected) fails Verify.
 func TestVerifyFindsSegmentCutInTrailer(t *testing.T) {
-	l := archivePages(t, []page{{"http://a.com/", t0, "hello"}, {"http://b.com/", t0, "world"}})
+	l := archivePages(t, []page{{url: "http://a.com/", at: t0, body: "hello"}, {url: "http://b.com/", at: t0, body: "world"}})
 	var last index.Capture
 	l.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
 		if c.Offset >= last.Offset {

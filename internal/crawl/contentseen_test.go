@@ -14,6 +14,7 @@ import (
 
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
@@ -201,5 +202,64 @@ func TestRevisitOfACopyComparesWithThePayloadHeldHere(t *testing.T) {
 	}
 	if d.lookups != 0 {
 		t.Errorf("%d lookups in the network for payloads this node holds", d.lookups)
+	}
+}
+
+// A copy's index entry is its sender's word. A peer that pushes a
+// well-formed response whose entry names the digest of another payload
+// must not make this node drop that payload when it fetches it: the
+// copy is stored, but stands for no payload in the digest index, so the
+// fetch asks the network, whose holder must prove it has the bytes.
+func TestCopyWithAnotherPayloadsDigestStandsForNothing(t *testing.T) {
+	const script = "function vendor() { /* the script every site serves */ }\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/javascript")
+		io.WriteString(w, script)
+	}))
+	defer srv.Close()
+	u := srv.URL + "/vendor.js"
+	cfg := directConfig(t, u)
+	d := &networkDedup{}
+	cfg.Dedup = d
+
+	tmp := t.TempDir()
+	w, err := warc.NewWriter(tmp, warc.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgedURL := "http://peer.example/x.js"
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rec, err := warc.NewResponse(forgedURL, at, []byte("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nX"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := w.Write(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	key, err := urlkey.SURT(forgedURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := index.Capture{URLKey: key, URL: forgedURL, Time: at, Type: warc.TypeResponse, Status: 200,
+		Digest: warc.Digest([]byte(script)), RecordID: rec.ID(), Segment: loc.Segment, Offset: loc.Offset, Length: loc.Length}
+	noSeeds := cfg
+	noSeeds.Seeds = nil
+	c, stop := running(t, noSeeds)
+	if n, err := c.Store(context.Background(), []Copy{captureCopy(t, tmp, forged)}); err != nil || n != 1 {
+		t.Fatalf("Store = %d, %v; want the copy stored", n, err)
+	}
+	stop()
+
+	runCrawl(t, cfg)
+	caps := archived(t, cfg.Data)[u]
+	if len(caps) != 1 || caps[0].Type != warc.TypeResponse {
+		t.Fatalf("captures of %s: %+v; want one response, the payload stored", u, caps)
+	}
+	if len(d.asked) != 1 || string(d.asked[0]) != script {
+		t.Errorf("the network was asked about payloads %q, want the script once", d.asked)
 	}
 }

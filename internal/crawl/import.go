@@ -962,9 +962,9 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 		}
 		cp.Status, cp.MIME = status, mediaType(h, nil)
 		cp.Redirect = redirectOf(uri, status, h)
-		cp.SimHash = pageSimHash(status, h, rec.Block)
+		payload, _ := warc.HTTPBody(rec.Block, h)
+		cp.SimHash = pageSimHash(status, h, payload)
 		if digest == "" {
-			payload, _ := warc.HTTPBody(rec.Block, h)
 			digest = warc.Digest(payload)
 		}
 	case warc.TypeRevisit:
@@ -979,14 +979,13 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 }
 
 // pageSimHash is the SimHash of the text of an archived HTML page, 0 for
-// anything else: the block of a response record, whose status and header
-// are given. It reads the page as the crawler did when it fetched
+// anything else: the payload of a response record, whose status and
+// header are given. It reads the page as the crawler did when it fetched
 // it (package extract), so that every node derives the same value.
-func pageSimHash(status int, h http.Header, block []byte) uint64 {
+func pageSimHash(status int, h http.Header, payload []byte) uint64 {
 	if !hasSimHash(status, h) {
 		return 0
 	}
-	payload, _ := warc.HTTPBody(block, h)
 	body, err := fetch.DecodeContent(payload, h.Get("Content-Encoding"), fetch.DefaultMaxDecodedSize)
 	if err != nil && len(body) == 0 {
 		return 0

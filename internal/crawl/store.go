@@ -98,6 +98,10 @@ type copyFacts struct {
 	etag, lastModified string
 	head               uint64 // headOf the response; 0 for a 304, which answers nothing of its own
 	refersTo           recrawl.Ref
+	// payload is a response's payload, which must have the digest its
+	// capture names before the capture may stand for the payload in this
+	// node's digest index: a copy's index entry is its sender's word.
+	payload []byte
 	// Of a metadata record: the URL and capture (record ID) it describes,
 	// the hop counts that led the fetching node to the URL (nil when not
 	// recorded), and the URLs of the capture's outlinks.
@@ -165,7 +169,9 @@ func recordFacts(rec *warc.Record) copyFacts {
 		// capture makes a revisit conditional.
 		f.etag, f.lastModified = validator(h.Get("ETag")), validator(h.Get("Last-Modified"))
 	}
-	f.simhash = pageSimHash(status, h, rec.Block)
+	payload, _ := warc.HTTPBody(rec.Block, h)
+	f.simhash = pageSimHash(status, h, payload)
+	f.payload = payload
 	return f
 }
 
@@ -364,7 +370,7 @@ func (c *Crawler) stageCopies(b *pebble.Batch, openWriter func() (*warc.Writer, 
 		if err := index.Put(b, cp); err != nil {
 			return nil, err
 		}
-		if cp.Type == warc.TypeResponse {
+		if cp.Type == warc.TypeResponse && warc.DigestMatches(cp.Digest, e.facts.payload) {
 			if _, ok, err := index.ByDigest(b, cp.Digest); err != nil {
 				return nil, err
 			} else if !ok {

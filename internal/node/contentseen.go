@@ -3,8 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"errors"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,7 +29,7 @@ import (
 // whether it is still there: a capture can be lost with its disk, and a
 // faulty peer can name one that never was, or answer for a site it owns
 // that it holds one. Before the crawler drops a payload it has fetched,
-// the capture named must be in the archive, and the node holding it must
+// the capture named must be in the archive, and a node holding it must
 // prove, over a fresh nonce, that it has the payload's bytes
 // (archive.PayloadProof); a payload whose capture fails either is stored
 // again, and its new capture replaces the stale entry, so that later
@@ -72,13 +71,16 @@ const maxWaiting = 1 << 16
 // holders prove they have a payload (archive.Network, archive.Local).
 type provingArchive interface {
 	archive.Archive
-	Prove(ctx context.Context, c index.Capture, nonce []byte) ([archive.ProofBytes]byte, error)
+	ProvePayload(ctx context.Context, c index.Capture, payload []byte) (bool, error)
 }
 
 type verifiedRef struct {
-	ref    recrawl.Ref
-	at     time.Time
-	proven bool // its holder proved it has the payload
+	ref recrawl.Ref
+	at  time.Time
+	// proven is the SHA-256 of the payload a holder proved it has, zero
+	// if none was proved: a later payload with the same (SHA-1) digest is
+	// trusted only if it is the same.
+	proven [sha256.Size]byte
 }
 
 // A hit found in the archive is trusted again for verifiedFor without a
@@ -106,7 +108,11 @@ func (s *contentSeen) Lookup(ctx context.Context, digest string, payload []byte)
 	s.mu.Lock()
 	v, seen := s.verified[digest]
 	s.mu.Unlock()
-	if seen && v.ref == ref && now.Sub(v.at) < verifiedFor && (v.proven || payload == nil) {
+	var sum [sha256.Size]byte
+	if payload != nil {
+		sum = sha256.Sum256(payload)
+	}
+	if seen && v.ref == ref && now.Sub(v.at) < verifiedFor && (payload == nil || v.proven == sum) {
 		return ref, true, nil
 	}
 	c, held, err := s.find(ctx, digest, ref)
@@ -119,16 +125,18 @@ func (s *contentSeen) Lookup(ctx context.Context, digest string, payload []byte)
 		return recrawl.Ref{}, false, nil
 	}
 	if payload != nil {
-		nonce := make([]byte, archive.NonceBytes)
-		rand.Read(nonce)
-		proof, err := s.arc.Prove(ctx, c, nonce)
-		switch {
-		case err != nil && !errors.Is(err, archive.ErrNotHeld):
-			return recrawl.Ref{}, false, fmt.Errorf("node: does the holder of %s have its payload: %w", digest, err)
-		case err != nil || proof != archive.PayloadProof(nonce, payload):
+		proven, err := s.arc.ProvePayload(ctx, c, payload)
+		if err != nil {
+			return recrawl.Ref{}, false, fmt.Errorf("node: does a holder of %s have its payload: %w", digest, err)
+		}
+		if !proven {
 			s.unproven.Add(1)
-			s.log.Warn("node: a content-seen hit's holder did not prove it has the payload; storing it", "digest", digest,
-				"holder", c.Node, "url", ref.URL, "record", ref.RecordID, "err", err)
+			holder := c.Node
+			if holder == "" {
+				holder = "this node"
+			}
+			s.log.Warn("node: no holder of a content-seen hit's capture proved it has the payload; storing it", "digest", digest,
+				"holder", holder, "url", ref.URL, "record", ref.RecordID)
 			s.forget(digest, ref)
 			return recrawl.Ref{}, false, nil
 		}
@@ -137,7 +145,7 @@ func (s *contentSeen) Lookup(ctx context.Context, digest string, payload []byte)
 	if len(s.verified) >= maxVerified {
 		clear(s.verified)
 	}
-	s.verified[digest] = verifiedRef{ref: ref, at: now, proven: payload != nil}
+	s.verified[digest] = verifiedRef{ref: ref, at: now, proven: sum}
 	s.mu.Unlock()
 	return ref, true, nil
 }

@@ -366,6 +366,9 @@ func TestContentSeenChecksTheCaptureIsArchived(t *testing.T) {
 	}{
 		{"archived", held, nil, true},
 		{"archived, proved", held, payload(1), true},
+		// Other bytes under the same digest (a SHA-1 collision): what was
+		// proved above was another payload.
+		{"archived, other bytes under its digest", held, payload(2), false},
 		{"lost", lost, nil, false},
 		{"never made", forged, nil, false},
 		// Without the payload, the index's word is all there is.
@@ -380,10 +383,10 @@ func TestContentSeenChecksTheCaptureIsArchived(t *testing.T) {
 			}
 		}
 	}
-	if st := seen.stats(); st.Unproven != 2 || st.NotArchived != 4 {
-		t.Errorf("stats: %d hits unproven, %d not archived; want 2 and 4", st.Unproven, st.NotArchived)
+	if st := seen.stats(); st.Unproven != 4 || st.NotArchived != 4 {
+		t.Errorf("stats: %d hits unproven, %d not archived; want 4 and 4", st.Unproven, st.NotArchived)
 	}
-	if !strings.Contains(log.String(), "did not prove it has the payload") {
+	if !strings.Contains(log.String(), "proved it has the payload") {
 		t.Errorf("an unproved hit was not logged; log:\n%s", log.String())
 	}
 }
@@ -680,12 +683,13 @@ func waitRegistered(t *testing.T, nodes ...*testNode) {
 	}
 }
 
-// A faulty peer cannot make another node drop a payload that it does not
-// hold: here the node that archived vendor.min.js first lists that capture
-// in its index, and registered it, but its index entry points at another
-// record, as a forged or damaged entry would. A node that fetches the
-// script later finds the capture listed, asks its holder to prove it has
-// the payload, and stores the payload itself when the holder cannot.
+// A faulty peer cannot make another node drop a payload that it cannot
+// produce: here the node that archived vendor.min.js first lists that
+// capture in its index, and registered it, but its index entry points at
+// a record of the same ID holding other bytes, as a forged entry would. A
+// node that fetches the script later finds the capture listed, asks its
+// holder to prove it has the payload, and stores the payload itself when
+// the proof is wrong.
 func TestContentSeenUnprovenHitIsStored(t *testing.T) {
 	nodes, seeds := scriptNetwork(t, 2)
 	ctx := context.Background()
@@ -720,19 +724,25 @@ func TestContentSeenUnprovenHitIsStored(t *testing.T) {
 		t.Fatalf("%s's first capture of the script is a %s", liar.name, script.Type)
 	}
 	// The liar's index entry keeps the script's record ID and digest but
-	// points at another of its records.
-	var other index.Capture
-	if err := liar.LocalCaptures(ctx, func(c index.Capture) bool {
-		if c.Type == warc.TypeResponse && c.RecordID != script.RecordID {
-			other = c
-			return false
-		}
-		return true
-	}); err != nil || other.RecordID == "" {
-		t.Fatalf("no other response on %s: %v", liar.name, err)
+	// points at a record of that ID with other bytes.
+	w, err := warc.NewWriter(filepath.Join(liar.data, "warc"), warc.WriterOptions{Prefix: "forged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := warc.NewResponse(script.URL, script.Time, []byte("HTTP/1.1 200 OK\r\nContent-Type: application/javascript\r\n\r\n/* not the script */"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Header.Set("WARC-Record-ID", script.RecordID)
+	loc, err := w.Write(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 	forged := script
-	forged.Segment, forged.Offset, forged.Length = other.Segment, other.Offset, other.Length
+	forged.Segment, forged.Offset, forged.Length = loc.Segment, loc.Offset, loc.Length
 	b := liar.db.NewBatch()
 	if err := index.Put(b, forged); err != nil {
 		t.Fatal(err)
@@ -754,7 +764,7 @@ func TestContentSeenUnprovenHitIsStored(t *testing.T) {
 		t.Fatalf("%s stored the script as a %s record (content-seen status %+v); want the payload stored, its holder having proved nothing",
 			honest.name, got.Type, cs)
 	}
-	rec, err := honest.local.Record(ctx, got)
+	rec, err = honest.local.Record(ctx, got)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -419,7 +419,26 @@ type blockDigest struct {
 // newBlockDigest returns the check of h's WARC-Block-Digest, or false when
 // there is none this package knows how to check.
 func newBlockDigest(h Header) (blockDigest, bool) {
-	alg, want, ok := strings.Cut(strings.TrimSpace(h.Get("WARC-Block-Digest")), ":")
+	return parseDigest(h.Get("WARC-Block-Digest"))
+}
+
+// DigestMatches reports whether digest ("algorithm:value", as in
+// WARC-Payload-Digest: SHA-1 or SHA-256, in base 32, padded or not, or
+// hex) is the digest of b; false for an algorithm this package does not
+// know.
+func DigestMatches(digest string, b []byte) bool {
+	d, ok := parseDigest(digest)
+	if !ok {
+		return false
+	}
+	d.h.Write(b)
+	return d.check() == nil
+}
+
+// parseDigest returns the check of a digest field's value, or false when
+// it is none this package knows how to check.
+func parseDigest(digest string) (blockDigest, bool) {
+	alg, want, ok := strings.Cut(strings.TrimSpace(digest), ":")
 	if !ok {
 		return blockDigest{}, false
 	}

@@ -231,12 +231,8 @@ func dechunk(b []byte) (payload []byte, truncated bool) {
 		if nl < 0 {
 			return out, true
 		}
-		line := strings.TrimSpace(string(b[:nl]))
-		if i := strings.IndexByte(line, ';'); i >= 0 {
-			line = line[:i]
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(line), 16, 64)
-		if err != nil || n < 0 {
+		n, ok := chunkSize(b[:nl])
+		if !ok {
 			return out, true // not chunked after all, or garbage: keep what we have
 		}
 		b = b[nl+1:]
