@@ -40,6 +40,8 @@ import (
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/net/http2"
+
+	"github.com/waggle-archive/waggle/internal/connerr"
 )
 
 // ErrForbiddenAddress is returned for targets on loopback, private or other
@@ -56,9 +58,7 @@ func Transient(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, ErrForbiddenAddress):
 		return false
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
-		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.ETIMEDOUT),
-		errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case connerr.Failed(err), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return true
 	}
 	if dns, ok := errors.AsType[*net.DNSError](err); ok {
@@ -480,7 +480,7 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 		hresp, err = http.ReadResponse(c.br, &http.Request{Method: http.MethodGet})
 	}
 	if err != nil {
-		if c.rec.n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+		if c.rec.n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || connerr.Reset(err)) {
 			return nil, errStaleConn
 		}
 		if ctx.Err() != nil {

@@ -10,10 +10,10 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/archive"
+	"github.com/waggle-archive/waggle/internal/connerr"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/wacz"
 )
@@ -161,5 +161,5 @@ var ErrNotRunning = errors.New("no node is running")
 
 // isNoListener reports a connection to a Unix socket nobody listens on.
 func isNoListener(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrNotExist)
+	return connerr.Refused(err) || errors.Is(err, os.ErrNotExist)
 }
