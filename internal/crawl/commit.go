@@ -138,8 +138,12 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			if err := c.noteVisit(b, r, nil, now); err != nil {
 				return err
 			}
-		case r.outcome == "forward" || r.outcome == "forbidden":
+		case r.outcome == "forward":
 			if err := c.rescheduleLease(b, r.lease, now); err != nil {
+				return err
+			}
+		case r.outcome == "forbidden":
+			if err := c.refusedLease(b, r.lease, now); err != nil {
 				return err
 			}
 		}

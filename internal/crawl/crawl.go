@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,6 +152,42 @@ func settleScope(db *pebble.DB, given Scope) (Scope, error) {
 	return given, nil
 }
 
+// revisitKey holds the re-crawl rules (Config.Schedules, as given to
+// --revisit, one per line) the data directory was last crawled with.
+const revisitKey = "k/revisit"
+
+// settleSchedules returns the re-crawl rules to crawl with: those given,
+// which the data directory then keeps, or, if none are, those it kept, as
+// settleScope does for the scope: a run from cron without --revisit keeps
+// the schedule the archive was set up with.
+func settleSchedules(db *pebble.DB, given recrawl.Rules) (recrawl.Rules, error) {
+	specs := strings.Join(given.Specs(), "\n")
+	var kept string
+	v, closer, err := db.Get([]byte(revisitKey))
+	switch {
+	case err == nil:
+		kept = string(v)
+		closer.Close()
+	case !errors.Is(err, pebble.ErrNotFound):
+		return recrawl.Rules{}, fmt.Errorf("crawl: %w", err)
+	}
+	switch {
+	case specs == "" && kept == "":
+		return given, nil
+	case specs == "":
+		rules, err := recrawl.ParseRules(strings.Split(kept, "\n"))
+		if err != nil {
+			return recrawl.Rules{}, fmt.Errorf("crawl: the re-crawl rules kept in the data directory: %w", err)
+		}
+		return rules, nil
+	case specs != kept:
+		if err := db.Set([]byte(revisitKey), []byte(specs), pebble.Sync); err != nil {
+			return recrawl.Rules{}, fmt.Errorf("crawl: %w", err)
+		}
+	}
+	return given, nil
+}
+
 func (c *Crawler) open(seeds []string) error {
 	cfg := c.cfg
 	if err := reconcileSegments(c.db, c.warcDir, cfg.Logger, cfg.DropLost); err != nil {
@@ -161,6 +198,9 @@ func (c *Crawler) open(seeds []string) error {
 		return err
 	}
 	if c.seeds, err = loadSeeds(c.db); err != nil {
+		return err
+	}
+	if c.cfg.Schedules, err = settleSchedules(c.db, cfg.Schedules); err != nil {
 		return err
 	}
 	if c.cfg.Scope, err = settleScope(c.db, cfg.Scope); err != nil {

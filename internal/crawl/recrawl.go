@@ -334,6 +334,25 @@ func (c *Crawler) rescheduleLease(b *pebble.Batch, l frontier.Lease, now time.Ti
 	return recrawl.Put(b, &old, e)
 }
 
+// refusedLease puts a URL that was queued for a revisit but refused by
+// this crawl's own rules (a private address, without AllowPrivate) back
+// into the due queue unchanged: nothing was learnt of the page, and a run
+// given other rules (the flag forgotten, then given) visits it at once.
+// A long-running crawl, which queues due URLs every minute, looks again
+// within the hour, as it retries failed fetches.
+func (c *Crawler) refusedLease(b *pebble.Batch, l frontier.Lease, now time.Time) error {
+	e, ok, err := recrawl.Get(b, l.URL)
+	if err != nil || !ok || !e.Due.IsZero() {
+		return err
+	}
+	old := e
+	e.Due = now
+	if c.cfg.Continuous {
+		e.Due = now.Add(schedule.Jitter(l.URL, retryEvery))
+	}
+	return recrawl.Put(b, &old, e)
+}
+
 // rebound returns s with its interval within p's bounds.
 func rebound(p schedule.Policy, s schedule.State) schedule.State {
 	if r, ok := p.Rebound(s); ok {

@@ -1041,3 +1041,91 @@ func segments(t *testing.T, data string) []string {
 	}
 	return files
 }
+
+// A revisit this crawl's own rules refused (a private address, the flag
+// allowing it forgotten) learnt nothing of the page: the URL stays due,
+// and the next run, given the flag, visits it.
+func TestRevisitRefusedStaysDue(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("ETag", `"v1"`)
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		io.WriteString(w, "<p>a page on a private address</p>")
+	}))
+	defer srv.Close()
+	u := srv.URL + "/page"
+	cfg := directConfig(t, u)
+	runCrawl(t, cfg)
+
+	refused := cfg
+	refused.Seeds, refused.RecrawlAll, refused.AllowPrivate = nil, true, false
+	if s := runCrawl(t, refused); s.Forbidden != 1 {
+		t.Fatalf("a re-crawl without AllowPrivate: %d refused, want 1", s.Forbidden)
+	}
+	before := requests.Load()
+
+	again := cfg
+	again.Seeds, again.Recrawl = nil, true
+	runCrawl(t, again)
+	if n := requests.Load() - before; n != 1 {
+		t.Fatalf("the next --recrawl, allowed again, sent %d requests; want the refused revisit made", n)
+	}
+	if caps := archived(t, cfg.Data)[u]; len(caps) != 2 || caps[1].Type != warc.TypeRevisit {
+		t.Errorf("captures of %s: %+v; want the first and a revisit", u, caps)
+	}
+}
+
+// The re-crawl rules given are kept in the data directory, as the scope
+// is: a later run without them (from cron, say) crawls with the same
+// schedule, and rules given again replace them.
+func TestSchedulesKept(t *testing.T) {
+	db, err := OpenDB(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	parse := func(specs ...string) recrawl.Rules {
+		t.Helper()
+		rules, err := recrawl.ParseRules(specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rules
+	}
+	settle := func(given recrawl.Rules) recrawl.Rules {
+		t.Helper()
+		got, err := settleSchedules(db, given)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := settle(recrawl.Rules{}); got.String() != (recrawl.Rules{}).String() {
+		t.Errorf("a new data directory without rules: %s, want the defaults", got)
+	}
+	news := parse("https://news.example.org/=1h,10m,24h", "168h")
+	if got := settle(news); got.String() != news.String() {
+		t.Errorf("rules given: %s, want %s", got, news)
+	}
+	if got := settle(recrawl.Rules{}); got.String() != news.String() || got.For("https://news.example.org/a").Default != time.Hour {
+		t.Errorf("a run without rules after one with them: %s, want the rules kept, %s", got, news)
+	}
+	daily := parse("24h")
+	settle(daily)
+	if got := settle(recrawl.Rules{}); got.String() != daily.String() {
+		t.Errorf("after rules given again: %s, want them, %s", got, daily)
+	}
+	if err := db.Set([]byte(revisitKey), []byte("not a rule"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := settleSchedules(db, recrawl.Rules{}); err == nil {
+		t.Error("unreadable rules kept in the data directory were taken for none")
+	}
+	if got := settle(news); got.String() != news.String() {
+		t.Errorf("rules given over unreadable ones: %s, want %s", got, news)
+	}
+}

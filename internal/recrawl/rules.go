@@ -16,6 +16,7 @@ type Rule struct {
 	Prefix string // a URL prefix; "" for every URL
 	key    string // its SURT form, which http/https and www. share
 	Policy schedule.Policy
+	spec   string // as ParseRule was given it
 }
 
 // ParseRule parses "[URL-PREFIX=]INTERVAL[,MIN,MAX]", as the --revisit
@@ -23,7 +24,7 @@ type Rule struct {
 // bounds the adaptive schedule keeps to. Without bounds they are a 24th of
 // the interval (at least a second) and 30 times it.
 func ParseRule(s string) (Rule, error) {
-	var r Rule
+	r := Rule{spec: s}
 	spec := s
 	if i := strings.LastIndexByte(s, '='); i >= 0 {
 		r.Prefix, spec = strings.TrimSpace(s[:i]), s[i+1:]
@@ -74,6 +75,7 @@ func ParseRule(s string) (Rule, error) {
 type Rules struct {
 	def   schedule.Policy
 	rules []Rule
+	specs []string // of the rules given, in order
 }
 
 // NewRules returns rules with def for URLs no rule covers; a rule without
@@ -81,6 +83,7 @@ type Rules struct {
 func NewRules(def schedule.Policy, rules ...Rule) Rules {
 	rs := Rules{def: def}
 	for _, r := range rules {
+		rs.specs = append(rs.specs, r.spec)
 		if r.Prefix == "" {
 			rs.def = r.Policy
 			continue
@@ -88,6 +91,25 @@ func NewRules(def schedule.Policy, rules ...Rule) Rules {
 		rs.rules = append(rs.rules, r)
 	}
 	return rs
+}
+
+// Specs returns the rules rs was made of as ParseRule was given them, in
+// order (none for the zero Rules): what a data directory keeps to crawl
+// with again.
+func (rs Rules) Specs() []string { return slices.Clone(rs.specs) }
+
+// ParseRules parses the rules specs give, in order, over the default
+// schedule, as NewRules combines them.
+func ParseRules(specs []string) (Rules, error) {
+	rules := make([]Rule, 0, len(specs))
+	for _, s := range specs {
+		r, err := ParseRule(s)
+		if err != nil {
+			return Rules{}, err
+		}
+		rules = append(rules, r)
+	}
+	return NewRules(schedule.DefaultPolicy(), rules...), nil
 }
 
 // String describes rs fully and canonically: two Rules with the same
