@@ -126,9 +126,18 @@ func Open(cfg Config) (*Crawler, error) {
 // scopeKey holds the scope the data directory was last crawled with.
 const scopeKey = "k/scope"
 
+// rescopeKey is set when a data directory crawled before is given another
+// scope: the links of its archived pages are followed again under the new
+// one (Crawler.rescope), once, and the key deleted.
+const rescopeKey = "k/rescope"
+
 // settleScope returns the scope to crawl with: the one given, which the
 // data directory then keeps, or, if none is, the one it kept — a node
 // restarted without --scope keeps the scope its peers send it URLs for.
+// A scope given that replaces a kept one marks the archive's links to be
+// followed again (rescopeKey): an unchanged page's revisit does not
+// follow its links, so links a narrower scope left out would otherwise
+// never be.
 func settleScope(db *pebble.DB, given Scope) (Scope, error) {
 	var kept Scope
 	if v, closer, err := db.Get([]byte(scopeKey)); err == nil {
@@ -146,7 +155,16 @@ func settleScope(db *pebble.DB, given Scope) (Scope, error) {
 	case given == "" || given == kept:
 		return kept, nil // nothing to write: no sync at every start
 	}
-	if err := db.Set([]byte(scopeKey), []byte(given), pebble.Sync); err != nil {
+	b := db.NewBatch()
+	defer b.Close()
+	err := b.Set([]byte(scopeKey), []byte(given), nil)
+	if err == nil && kept != "" {
+		err = b.Set([]byte(rescopeKey), []byte(kept), nil)
+	}
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	if err != nil {
 		return "", fmt.Errorf("crawl: %w", err)
 	}
 	return given, nil
@@ -340,8 +358,9 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 	commitErr := make(chan error, 1)
 	go func() { commitErr <- c.commitLoop() }()
 
-	// Revisits are queued before the workers start, which would otherwise
-	// find the frontier empty and stop.
+	// Links and revisits are queued before the workers start, which
+	// would otherwise find the frontier empty and stop.
+	c.rescope(fetchCtx)
 	if c.cfg.Recrawl || c.cfg.RecrawlAll {
 		c.queueRevisits(fetchCtx)
 		if seeds := c.seedsAfterRevisits; len(seeds) > 0 {

@@ -2,6 +2,11 @@ package crawl
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/waggle-archive/waggle/internal/extract"
 	"github.com/waggle-archive/waggle/internal/frontier"
@@ -110,4 +115,48 @@ func (q *rediscovery) flush(ctx context.Context) error {
 	q.c.stats.rediscovered.Add(int64(len(q.items)))
 	q.items = nil
 	return nil
+}
+
+// rescope follows again, under the scope given, the links of the archived
+// pages of the sites this crawler holds, when the data directory was
+// crawled before with another scope (rescopeKey): links a narrower scope
+// left out are queued now, those already archived or queued are not.
+// Interrupted, it starts over at the next run.
+func (c *Crawler) rescope(ctx context.Context) {
+	v, closer, err := c.db.Get([]byte(rescopeKey))
+	if err != nil {
+		if !errors.Is(err, pebble.ErrNotFound) {
+			c.cfg.Logger.Warn("cannot read whether the scope changed", "err", err)
+		}
+		return
+	}
+	was := string(v)
+	closer.Close()
+	started := time.Now()
+	sites, err := c.Sites(ctx)
+	if err != nil {
+		c.cfg.Logger.Warn("scope changed: cannot list the archive's sites to follow their links again", "err", err)
+		return
+	}
+	all := func(string) bool { return true }
+	pages, links := 0, 0
+	for _, site := range sites {
+		err := c.ArchivedPages(ctx, site, PageBatch, func(ps []Page) error {
+			// In a network, each site's links are the owner's to follow.
+			ps = slices.DeleteFunc(ps, func(p Page) bool { return c.owner(p.URL) != "" })
+			q, err := c.Rediscover(ctx, ps, all)
+			pages += len(ps)
+			links += q
+			return err
+		})
+		if err != nil {
+			c.cfg.Logger.Warn("scope changed: following the archived pages' links again; the next run starts over", "err", err)
+			return
+		}
+	}
+	if err := c.db.Delete([]byte(rescopeKey), pebble.Sync); err != nil {
+		c.cfg.Logger.Warn("scope changed: cannot record that the links were followed again", "err", err)
+	}
+	c.cfg.Logger.Info("scope changed: followed the archived pages' links again", "from", was, "to", c.cfg.Scope,
+		"pages", pages, "links queued", links, "took", time.Since(started).Round(time.Millisecond))
 }

@@ -1,6 +1,12 @@
 package crawl
 
-import "testing"
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
 
 // A data directory keeps the scope it was crawled with: a restart without
 // a scope (a node restarted without --scope) keeps it, and a scope given
@@ -40,5 +46,37 @@ func TestRestartKeepsScope(t *testing.T) {
 	defer c.Close()
 	if k := c.scope.Load().kind; k != ScopeHost {
 		t.Errorf("a new data directory without a scope: %q, want host", k)
+	}
+}
+
+// A scope that widens on an archive crawled before reaches the links its
+// archived pages hold that the narrower one left out, though those pages
+// are unchanged (an unchanged page's revisit follows no links); once.
+func TestWiderScopeFollowsArchivedLinks(t *testing.T) {
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "<p>another site</p>")
+	}))
+	defer other.Close()
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<a href="%s/elsewhere">elsewhere</a>`, other.URL)
+	}))
+	defer site.Close()
+	cfg := directConfig(t, site.URL+"/")
+	cfg.Scope = ScopeHost
+	runCrawl(t, cfg)
+	if caps := archived(t, cfg.Data)[other.URL+"/elsewhere"]; len(caps) != 0 {
+		t.Fatalf("scope host archived the other site's page: %+v", caps)
+	}
+
+	wider := cfg
+	wider.Seeds, wider.Scope = nil, ScopeAny
+	if s := runCrawl(t, wider); s.Rediscovered != 1 {
+		t.Errorf("the run with a wider scope queued %d links again, want the one it left out", s.Rediscovered)
+	}
+	if caps := archived(t, cfg.Data)[other.URL+"/elsewhere"]; len(caps) != 1 {
+		t.Fatalf("after widening the scope, the other site's page has %d captures, want 1", len(caps))
+	}
+	if s := runCrawl(t, wider); s.Rediscovered != 0 || s.New != 0 {
+		t.Errorf("the next run with the same scope queued %d links again and made %d captures, want none", s.Rediscovered, s.New)
 	}
 }

@@ -11,10 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/waggle-archive/waggle/internal/crawl"
-	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/ring"
 	"github.com/waggle-archive/waggle/internal/urlkey"
-	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 // DefaultRediscoverAfter is Config.RediscoverAfter's default: longer than a
@@ -34,11 +32,6 @@ type departure struct {
 	Since  time.Time     `json:"since"`
 	Before []ring.Member `json:"before"`
 }
-
-// pagesLooked bounds how many captures of a URL, newest first, are looked
-// at for the metadata record that lists its links: the newest visits of an
-// unchanged page are revisits, which have none.
-const pagesLooked = 8
 
 // noteDepartures records the members of prev that cur lacks, and forgets
 // the departures of members cur has again.
@@ -238,7 +231,7 @@ func (n *Node) rediscover(ctx context.Context, gone []departure) error {
 	if err != nil {
 		return err
 	}
-	sites, err := n.sites(ctx)
+	sites, err := n.crawl.Sites(ctx)
 	if err != nil {
 		return err
 	}
@@ -257,7 +250,7 @@ func (n *Node) rediscover(ctx context.Context, gone []departure) error {
 			}
 			return taken
 		}
-		err := n.pagesOf(ctx, site, pageBatch, func(ps []crawl.Page) error {
+		err := n.crawl.ArchivedPages(ctx, site, crawl.PageBatch, func(ps []crawl.Page) error {
 			q, err := n.crawl.Rediscover(ctx, ps, keep)
 			pages += len(ps)
 			links += q
@@ -298,126 +291,4 @@ func intoGone(site string, cur *ring.Ring, formers []former, replicas int) (wasG
 		}
 	}
 	return wasGone, !wasGone
-}
-
-// sites lists the sites this node holds captures of, in key order.
-func (n *Node) sites(ctx context.Context) ([]string, error) {
-	var sites []string
-	err := n.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
-		if s := urlkey.SiteOfKey(c.URLKey); len(sites) == 0 || sites[len(sites)-1] != s {
-			sites = append(sites, s)
-		}
-		return true, nil
-	})
-	return sites, err
-}
-
-// pageBatch is how many URLs' pages rediscover reads at a time, so that a
-// site of any size is read in bounded memory.
-const pageBatch = 500
-
-// pagesOf calls fn with the archived pages of site, batch URLs at a time,
-// with what their metadata records say: for each URL, the record of its
-// newest capture that has one, looking no further back than its last
-// change (a response, or a revisit of a payload other than the last one:
-// older links are of older content), however many unchanged revisits,
-// which have none, came after it. URLs that share a key (a host and its
-// www. alias, http and https, parameters in another order) are pages of
-// their own, each with its own captures.
-func (n *Node) pagesOf(ctx context.Context, site string, batch int, fn func([]crawl.Page) error) error {
-	type looked struct {
-		// Its newest captures since its last change, oldest first: the
-		// first capture of a URL is a change too, so that newest[0] is the
-		// change until change is set.
-		newest []index.Capture
-		change *index.Capture // the change, once older than those
-	}
-	lo, hi := site+")/", site+")0"
-	for {
-		var urls []*looked
-		ofKey := map[string]*looked{} // the URLs of the key being read
-		key, next := "", ""
-		err := n.local.Index().Range(ctx, lo, hi, false, func(c index.Capture) (bool, error) {
-			if c.URLKey != key {
-				// A batch ends between keys, so that the next starts at one.
-				if len(urls) >= batch {
-					next = c.URLKey
-					return false, nil
-				}
-				key = c.URLKey
-				clear(ofKey)
-			}
-			k := ofKey[c.URL]
-			if k == nil {
-				k = &looked{}
-				ofKey[c.URL] = k
-				urls = append(urls, k)
-			}
-			if len(k.newest) == 0 || c.Type == warc.TypeResponse || c.Digest != k.newest[len(k.newest)-1].Digest {
-				k.newest, k.change = k.newest[:0], nil
-			}
-			if len(k.newest) == pagesLooked {
-				if dropped := k.newest[0]; k.change == nil {
-					k.change = &dropped
-				}
-				k.newest = k.newest[1:]
-			}
-			k.newest = append(k.newest, c)
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		var pages []crawl.Page
-		for _, k := range urls {
-			caps := slices.Clone(k.newest)
-			slices.Reverse(caps)
-			if k.change != nil {
-				caps = append(caps, *k.change)
-			}
-			for _, c := range caps {
-				if p, found := n.metadataOf(ctx, c); found {
-					p.URL, p.CSS = c.URL, c.MIME == "text/css"
-					pages = append(pages, p)
-					break
-				}
-			}
-		}
-		if err := fn(pages); err != nil {
-			return err
-		}
-		if next == "" {
-			return nil
-		}
-		lo = next
-	}
-}
-
-// metadataOf reads what capture c's metadata record says, if it has one.
-// A record that cannot be read whole (a line over ParseMetadata's bound:
-// our records have none) is logged, and the links read before the fault
-// are followed; one that cannot be read at all is logged and passed over:
-// its page's links are then not followed again, as before this pass.
-func (n *Node) metadataOf(ctx context.Context, c index.Capture) (crawl.Page, bool) {
-	members, err := n.local.Companions(ctx, c)
-	if err != nil {
-		n.log.Warn("node: reading the records written with a capture", "url", c.URL, "err", err)
-		return crawl.Page{}, false
-	}
-	for _, m := range members {
-		rd, err := warc.NewReader(bytes.NewReader(m))
-		if err != nil {
-			continue
-		}
-		rec, _, err := rd.Next()
-		if err != nil || rec.Type() != warc.TypeMetadata {
-			continue
-		}
-		p, err := crawl.ParseMetadata(rec.Block)
-		if err != nil {
-			n.log.Warn("node: reading the metadata record of a capture", "url", c.URL, "err", err)
-		}
-		return p, true
-	}
-	return crawl.Page{}, false
 }

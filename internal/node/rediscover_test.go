@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/waggle-archive/waggle/internal/crawl"
-	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/ring"
 	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/websim"
@@ -166,138 +164,6 @@ func rediscovered(nodes []*testNode) int64 {
 	return sum
 }
 
-// pagesOf reads a site in batches; where a batch ends changes nothing:
-// every archived page is read once, with the links its metadata record
-// lists, however many times it was captured (changed and not).
-func TestPagesOfReadsEveryPageOnce(t *testing.T) {
-	// modern-arrow.test's www. alias redirects to it: two pages of one key.
-	web, srv := startWeb(t, websim.Config{Seed: 3, Hosts: 4, Pages: 60})
-	cfg := nodeConfig(t.TempDir(), srv.URL(), nil)
-	n := start(t, "single", cfg)
-	if _, err := Submit(context.Background(), n.data, append(web.Seeds(), "http://www.modern-arrow.test/")); err != nil {
-		t.Fatal(err)
-	}
-	waitQuiet(t, n)
-	n.stop(t)
-	recrawl := func() {
-		again := cfg.Crawl
-		again.RecrawlAll = true
-		c, err := crawl.Open(again)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	web.SetVersion(100) // most pages change
-	recrawl()
-	n = start(t, "single", cfg)
-	sites, err := n.sites(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(sites) < 2 {
-		t.Fatalf("sites %v, want websim's two and more", sites)
-	}
-	read := func(site string, batch int) map[string]int {
-		got := map[string]int{}
-		err := n.pagesOf(context.Background(), site, batch, func(ps []crawl.Page) error {
-			keys := map[string]bool{}
-			for _, p := range ps {
-				k, err := urlkey.SURT(p.URL)
-				if err != nil {
-					t.Fatal(err)
-				}
-				keys[k] = true
-			}
-			if len(keys) > batch {
-				t.Errorf("a batch of %d URL keys, over %d", len(keys), batch)
-			}
-			for _, p := range ps {
-				got[p.URL] += 1000 + len(p.Links) // read once: the thousands count the reads
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	// Every URL with a metadata record is a page, those that share a key
-	// (a www. alias redirecting to its site) too.
-	withRecord := map[string]map[string]bool{}
-	urlsOfKey := map[string]map[string]bool{}
-	err = n.local.Index().Range(context.Background(), "", "", false, func(c index.Capture) (bool, error) {
-		if _, found := n.metadataOf(context.Background(), c); found {
-			site := urlkey.SiteOfKey(c.URLKey)
-			if withRecord[site] == nil {
-				withRecord[site] = map[string]bool{}
-			}
-			withRecord[site][c.URL] = true
-			if urlsOfKey[c.URLKey] == nil {
-				urlsOfKey[c.URLKey] = map[string]bool{}
-			}
-			urlsOfKey[c.URLKey][c.URL] = true
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared := 0
-	for _, us := range urlsOfKey {
-		if len(us) > 1 {
-			shared++
-		}
-	}
-	if shared == 0 {
-		t.Fatal("no URL key with two pages: the test proves nothing of them")
-	}
-	withLinks := 0
-	first := map[string]map[string]int{}
-	for _, site := range sites {
-		whole := read(site, 1_000_000)
-		first[site] = whole
-		if !maps.EqualFunc(whole, withRecord[site], func(int, bool) bool { return true }) {
-			t.Errorf("%s: %d pages read, want the %d URLs with a metadata record", site, len(whole), len(withRecord[site]))
-		}
-		for _, batch := range []int{1, 3, 7} {
-			if got := read(site, batch); !maps.Equal(got, whole) {
-				t.Errorf("%s read %d URLs at a time: %d pages, want the %d read at once, with the same links", site, batch, len(got), len(whole))
-			}
-		}
-		for u, v := range whole {
-			if v/1000 != 1 {
-				t.Errorf("%s read %d times", u, v/1000)
-			}
-			if v%1000 > 0 {
-				withLinks++
-			}
-		}
-	}
-	if withLinks < 20 {
-		t.Errorf("%d pages read with links, want websim's pages (at least 20)", withLinks)
-	}
-
-	// More unchanged visits than pagesLooked after each page's last
-	// change: revisits, with no metadata record. The pages read are the
-	// same.
-	n.stop(t)
-	for range pagesLooked + 1 {
-		recrawl()
-	}
-	n = start(t, "single", cfg)
-	for _, site := range sites {
-		if got := read(site, 1_000_000); !maps.Equal(got, first[site]) {
-			t.Errorf("%s after %d unchanged visits: %d pages read, want the %d read before, with the same links", site, pagesLooked+1, len(got), len(first[site]))
-		}
-	}
-}
-
 // BenchmarkRediscover measures the pass a node makes over its archive when
 // a member is gone for good: every site's pages read, with the links of
 // their metadata records, and handed to the crawler, which finds almost
@@ -328,7 +194,7 @@ func BenchmarkRediscover(b *testing.B) {
 	if _, _, err := WaitIdle(wctx, []*Node{n}, 2*time.Second); err != nil {
 		b.Fatal(err)
 	}
-	sites, err := n.sites(context.Background())
+	sites, err := n.crawl.Sites(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -337,7 +203,7 @@ func BenchmarkRediscover(b *testing.B) {
 	for b.Loop() {
 		pages, links, queued = 0, 0, 0
 		for _, site := range sites {
-			err := n.pagesOf(context.Background(), site, pageBatch, func(ps []crawl.Page) error {
+			err := n.crawl.ArchivedPages(context.Background(), site, crawl.PageBatch, func(ps []crawl.Page) error {
 				for _, p := range ps {
 					links += len(p.Links)
 				}
