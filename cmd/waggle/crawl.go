@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -203,6 +204,9 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 		fmt.Fprint(stderr, "\r\033[K")
 	}
 	fmt.Fprintf(stderr, "%s — archive in %s\n", progressLine(s), cfg.Data)
+	if (cfg.Recrawl || cfg.RecrawlAll) && runErr == nil {
+		fmt.Fprintf(stderr, "re-crawl: %d URLs were due and queued for a visit; %s\n", s.RevisitsQueued, nextDue(s.NextDue, time.Now()))
+	}
 	if s.Deferred > 0 && runErr == nil {
 		what := fmt.Sprintf("%d URLs", s.Deferred)
 		if s.Deferred == 1 {
@@ -251,6 +255,18 @@ func progressLine(s crawl.Stats) string {
 	return line + "  " + s.Elapsed.Round(time.Second).String()
 }
 
+// nextDue says when the next URL falls due, for the summary.
+func nextDue(at, now time.Time) string {
+	if at.IsZero() {
+		return "no URL is scheduled"
+	}
+	in := strings.TrimSuffix(max(0, at.Sub(now)).Round(time.Minute).String(), "0s")
+	if in == "" {
+		in = "under a minute"
+	}
+	return fmt.Sprintf("the next falls due at %s (in %s)", at.UTC().Format("2006-01-02 15:04 MST"), in)
+}
+
 func summaryJSON(s crawl.Stats, data string) map[string]any {
 	return map[string]any{
 		"data":             data,
@@ -269,6 +285,7 @@ func summaryJSON(s crawl.Stats, data string) map[string]any {
 		"pages_per_second": s.PerSec,
 		"stored_bytes":     s.Stored,
 		"revisits_queued":  s.RevisitsQueued,
+		"next_due":         nextDueJSON(s.NextDue),
 		"revisits": map[string]int64{
 			"not_modified": s.NotModified,
 			"unchanged":    s.Unchanged,
@@ -322,4 +339,12 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// nextDueJSON is Stats.NextDue in the JSON summary: RFC 3339, or null.
+func nextDueJSON(at time.Time) any {
+	if at.IsZero() {
+		return nil
+	}
+	return at.UTC().Format(time.RFC3339)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -261,6 +262,14 @@ func TestRecrawlCommand(t *testing.T) {
 	first := crawl(data, web.Seeds()...)
 	again := crawl(data, "--recrawl-all")
 	revisits := again["revisits"].(map[string]any)
+	// It says when the next URL falls due: tomorrow or so, each visited now.
+	next, err := time.Parse(time.RFC3339, fmt.Sprint(again["next_due"]))
+	if err != nil || time.Until(next) < time.Hour || time.Until(next) > 31*24*time.Hour {
+		t.Errorf("after the re-crawl, the next URL falls due at %v (%v), want within the schedule's bounds", again["next_due"], err)
+	}
+	if _, said := crawlJSON(t, append([]string{"--data", data, "--recrawl"}, flags...)...); !strings.Contains(said, "re-crawl: 0 URLs were due and queued for a visit; the next falls due at ") {
+		t.Errorf("a --recrawl with nothing due says:\n%s", said)
+	}
 	t.Logf("first crawl: %v captures, %v B fetched, %v B stored; re-crawl: %v captures, %v B fetched, %v B stored, revisits %v",
 		first["new"], first["bytes"], first["stored_bytes"], again["new"], again["bytes"], again["stored_bytes"], revisits)
 	if again["revisits_queued"].(float64) == 0 || revisits["not_modified"].(float64) == 0 {

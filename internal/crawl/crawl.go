@@ -560,6 +560,9 @@ func (c *Crawler) Stats() Stats {
 	if at := c.retryingAt.Load(); at != 0 {
 		s.RetryAt = time.Unix(0, at)
 	}
+	if next, ok, err := recrawl.Next(c.db); err == nil && ok {
+		s.NextDue = next
+	}
 	return s
 }
 

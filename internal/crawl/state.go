@@ -280,10 +280,13 @@ type Stats struct {
 	// RevisitsQueued counts URLs this run queued again because they were
 	// due for a visit.
 	RevisitsQueued int64
-	Queued         int           // URLs waiting in the frontier
-	Hosts          int           // hosts known to the frontier
-	Elapsed        time.Duration // since Run started
-	PerSec         float64
+	// NextDue is when the next URL not queued falls due for a visit
+	// (zero: none is scheduled).
+	NextDue time.Time
+	Queued  int           // URLs waiting in the frontier
+	Hosts   int           // hosts known to the frontier
+	Elapsed time.Duration // since Run started
+	PerSec  float64
 }
 
 // counters are the live, concurrently updated form of Stats.
