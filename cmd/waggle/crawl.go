@@ -196,6 +196,9 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 			}
 		}()
 	}
+	if from, ok := c.Rescoping(); ok {
+		fmt.Fprintf(stderr, "the scope widened from %s to %s: following again the links of every archived page first (once; it reads each page's metadata record)\n", from, cfg.Scope)
+	}
 	s, runErr := c.Run(ctx)
 	close(done)
 	stopServing()
@@ -257,8 +260,11 @@ func progressLine(s crawl.Stats) string {
 
 // nextDue says when the next URL falls due, for the summary.
 func nextDue(at, now time.Time) string {
-	if at.IsZero() {
+	switch {
+	case at.IsZero():
 		return "no URL is scheduled"
+	case !at.After(now):
+		return "some are due now, not visited by this run (see above)"
 	}
 	in := strings.TrimSuffix(max(0, at.Sub(now)).Round(time.Minute).String(), "0s")
 	if in == "" {

@@ -135,7 +135,7 @@ func exportStopped(ctx context.Context, data, tempDir string, sel wacz.Selection
 // written to before it is renamed to out.
 func openPartial(out string) (*os.File, error) {
 	name := filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".partial")
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openShared(name)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,12 @@ import (
 	"syscall"
 )
 
+// openShared opens name for reading and writing, creating it if need be;
+// the file may be renamed or removed while open.
+func openShared(name string) (*os.File, error) {
+	return os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+}
+
 // lockExclusive locks f for this process alone, failing at once if
 // another holds it; the lock goes with the process.
 func lockExclusive(f *os.File) error {

@@ -484,3 +484,21 @@ func startSim(t *testing.T, cfg websim.Config) (*websim.Web, string) {
 	t.Cleanup(func() { srv.Close() })
 	return web, srv.URL()
 }
+
+func TestNextDue(t *testing.T) {
+	now := time.Date(2026, 11, 25, 3, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Time{}, "no URL is scheduled"},
+		{now.Add(-time.Second), "some are due now, not visited by this run (see above)"},
+		{now, "some are due now, not visited by this run (see above)"},
+		{now.Add(20 * time.Second), "the next falls due at 2026-11-25 03:00 UTC (in under a minute)"},
+		{now.Add(26*time.Hour + 31*time.Minute), "the next falls due at 2026-11-26 05:31 UTC (in 26h31m)"},
+	} {
+		if got := nextDue(tc.at, now); got != tc.want {
+			t.Errorf("nextDue(%v) = %q, want %q", tc.at, got, tc.want)
+		}
+	}
+}

@@ -111,6 +111,13 @@ const (
 	ScopeAny    Scope = "any"
 )
 
+// widens reports whether s holds URLs that t does not, for the same
+// seeds: prefix ⊂ host ⊂ domain ⊂ any.
+func (s Scope) widens(t Scope) bool {
+	rank := map[Scope]int{ScopePrefix: 0, ScopeHost: 1, ScopeDomain: 2, ScopeAny: 3}
+	return rank[s] > rank[t]
+}
+
 // ParseScope validates a --scope value; "" (none given) stays "".
 func ParseScope(s string) (Scope, error) {
 	switch sc := Scope(s); sc {

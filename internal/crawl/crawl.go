@@ -131,13 +131,17 @@ const scopeKey = "k/scope"
 // one (Crawler.rescope), once, and the key deleted.
 const rescopeKey = "k/rescope"
 
+// rescopeDoneKey holds the last site whose pages the pass has followed the
+// links of, so that an interrupted pass resumes after it.
+const rescopeDoneKey = "k/rescope-done"
+
 // settleScope returns the scope to crawl with: the one given, which the
 // data directory then keeps, or, if none is, the one it kept — a node
 // restarted without --scope keeps the scope its peers send it URLs for.
-// A scope given that replaces a kept one marks the archive's links to be
+// A scope given that widens a kept one marks the archive's links to be
 // followed again (rescopeKey): an unchanged page's revisit does not
-// follow its links, so links a narrower scope left out would otherwise
-// never be.
+// follow its links, so links the narrower scope left out would otherwise
+// never be. (A narrower scope reaches no link the wider one did not.)
 func settleScope(db *pebble.DB, given Scope) (Scope, error) {
 	var kept Scope
 	if v, closer, err := db.Get([]byte(scopeKey)); err == nil {
@@ -158,8 +162,8 @@ func settleScope(db *pebble.DB, given Scope) (Scope, error) {
 	b := db.NewBatch()
 	defer b.Close()
 	err := b.Set([]byte(scopeKey), []byte(given), nil)
-	if err == nil && kept != "" {
-		err = b.Set([]byte(rescopeKey), []byte(kept), nil)
+	if err == nil && kept != "" && given.widens(kept) {
+		err = errors.Join(b.Set([]byte(rescopeKey), []byte(kept), nil), b.Delete([]byte(rescopeDoneKey), nil))
 	}
 	if err == nil {
 		err = b.Commit(pebble.Sync)
@@ -179,7 +183,11 @@ const revisitKey = "k/revisit"
 // settleScope does for the scope: a run from cron without --revisit keeps
 // the schedule the archive was set up with.
 func settleSchedules(db *pebble.DB, given recrawl.Rules) (recrawl.Rules, error) {
-	specs := strings.Join(given.Specs(), "\n")
+	list, ok := given.Specs()
+	if !ok {
+		return given, nil // made in code, not from --revisit: used as given, not kept
+	}
+	specs := strings.Join(list, "\n")
 	var kept string
 	v, closer, err := db.Get([]byte(revisitKey))
 	switch {
@@ -358,9 +366,8 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 	commitErr := make(chan error, 1)
 	go func() { commitErr <- c.commitLoop() }()
 
-	// Links and revisits are queued before the workers start, which
+	// Revisits and links are queued before the workers start, which
 	// would otherwise find the frontier empty and stop.
-	c.rescope(fetchCtx)
 	if c.cfg.Recrawl || c.cfg.RecrawlAll {
 		c.queueRevisits(fetchCtx)
 		if seeds := c.seedsAfterRevisits; len(seeds) > 0 {
@@ -379,6 +386,10 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 			}
 		}
 	}
+	// After the revisits, which give imported captures the re-crawl
+	// entries Rediscover places their pages by, and queue the seeds at
+	// depth 0 before any link to them.
+	c.rescope(fetchCtx)
 
 	var err error
 	for round := 0; ; round++ {
@@ -412,6 +423,9 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 		err = <-commitErr
 	}
 	s := c.Stats()
+	if next, ok, nerr := recrawl.Next(c.db); nerr == nil && ok {
+		s.NextDue = next
+	}
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -559,9 +573,6 @@ func (c *Crawler) Stats() Stats {
 	s.Deferred = int64(fs.Deferred)
 	if at := c.retryingAt.Load(); at != 0 {
 		s.RetryAt = time.Unix(0, at)
-	}
-	if next, ok, err := recrawl.Next(c.db); err == nil && ok {
-		s.NextDue = next
 	}
 	return s
 }

@@ -336,20 +336,21 @@ func (c *Crawler) rescheduleLease(b *pebble.Batch, l frontier.Lease, now time.Ti
 
 // refusedLease puts a URL that was queued for a revisit but refused by
 // this crawl's own rules (a private address, without AllowPrivate) back
-// into the due queue unchanged: nothing was learnt of the page, and a run
-// given other rules (the flag forgotten, then given) visits it at once.
-// A long-running crawl, which queues due URLs every minute, looks again
-// within the hour, as it retries failed fetches.
+// into the due queue unchanged: nothing was learnt of the page, and the
+// next run, given other rules (the flag forgotten, then given), visits
+// it. A long-running crawl, whose rules do not change until it restarts
+// and which queues due URLs every minute, waits the URL's interval, as for
+// a URL handed to another node.
 func (c *Crawler) refusedLease(b *pebble.Batch, l frontier.Lease, now time.Time) error {
+	if c.cfg.Continuous {
+		return c.rescheduleLease(b, l, now)
+	}
 	e, ok, err := recrawl.Get(b, l.URL)
 	if err != nil || !ok || !e.Due.IsZero() {
 		return err
 	}
 	old := e
 	e.Due = now
-	if c.cfg.Continuous {
-		e.Due = now.Add(schedule.Jitter(l.URL, retryEvery))
-	}
 	return recrawl.Put(b, &old, e)
 }
 

@@ -1128,4 +1128,10 @@ func TestSchedulesKept(t *testing.T) {
 	if got := settle(news); got.String() != news.String() {
 		t.Errorf("rules given over unreadable ones: %s, want %s", got, news)
 	}
+	// Rules made in code, which no --revisit spec gives, are used as
+	// given, not replaced by the kept ones.
+	custom := recrawl.NewRules(schedule.Policy{Default: time.Hour, Min: time.Minute, Max: 48 * time.Hour})
+	if got := settle(custom); got.String() != custom.String() {
+		t.Errorf("rules made in code: %s, want them, %s", got, custom)
+	}
 }

@@ -117,26 +117,38 @@ func (q *rediscovery) flush(ctx context.Context) error {
 	return nil
 }
 
-// rescope follows again, under the scope given, the links of the archived
-// pages of the sites this crawler holds, when the data directory was
-// crawled before with another scope (rescopeKey): links a narrower scope
-// left out are queued now, those already archived or queued are not.
-// Interrupted, it starts over at the next run.
-func (c *Crawler) rescope(ctx context.Context) {
+// Rescoping reports whether Run will first follow again the archived
+// pages' links, the scope having widened from the one returned since the
+// data directory was last crawled (settleScope).
+func (c *Crawler) Rescoping() (from Scope, ok bool) {
 	v, closer, err := c.db.Get([]byte(rescopeKey))
 	if err != nil {
-		if !errors.Is(err, pebble.ErrNotFound) {
-			c.cfg.Logger.Warn("cannot read whether the scope changed", "err", err)
-		}
+		return "", false
+	}
+	defer closer.Close()
+	return Scope(v), true
+}
+
+// rescope follows again, under the scope given, the links of the archived
+// pages of the sites this crawler holds, when the data directory was
+// crawled before with a narrower scope (rescopeKey): links that scope left
+// out are queued now, those already archived or queued are not. An
+// interrupted pass resumes after the last site it finished.
+func (c *Crawler) rescope(ctx context.Context) {
+	was, ok := c.Rescoping()
+	if !ok {
 		return
 	}
-	was := string(v)
-	closer.Close()
 	started := time.Now()
 	sites, err := c.Sites(ctx)
 	if err != nil {
-		c.cfg.Logger.Warn("scope changed: cannot list the archive's sites to follow their links again", "err", err)
+		c.cfg.Logger.Warn("scope widened: cannot list the archive's sites to follow their links again", "err", err)
 		return
+	}
+	if v, closer, err := c.db.Get([]byte(rescopeDoneKey)); err == nil {
+		done := string(v)
+		closer.Close()
+		sites = slices.DeleteFunc(sites, func(s string) bool { return s <= done })
 	}
 	all := func(string) bool { return true }
 	pages, links := 0, 0
@@ -149,14 +161,19 @@ func (c *Crawler) rescope(ctx context.Context) {
 			links += q
 			return err
 		})
+		if err == nil {
+			// Its links are committed (Rediscover waits for that): a pass
+			// cut short after this goes on with the next site.
+			err = c.db.Set([]byte(rescopeDoneKey), []byte(site), pebble.NoSync)
+		}
 		if err != nil {
-			c.cfg.Logger.Warn("scope changed: following the archived pages' links again; the next run starts over", "err", err)
+			c.cfg.Logger.Warn("scope widened: following the archived pages' links again; the next run goes on", "err", err)
 			return
 		}
 	}
-	if err := c.db.Delete([]byte(rescopeKey), pebble.Sync); err != nil {
-		c.cfg.Logger.Warn("scope changed: cannot record that the links were followed again", "err", err)
+	if err := errors.Join(c.db.Delete([]byte(rescopeKey), pebble.Sync), c.db.Delete([]byte(rescopeDoneKey), pebble.Sync)); err != nil {
+		c.cfg.Logger.Warn("scope widened: cannot record that the links were followed again", "err", err)
 	}
-	c.cfg.Logger.Info("scope changed: followed the archived pages' links again", "from", was, "to", c.cfg.Scope,
+	c.cfg.Logger.Info("scope widened: followed the archived pages' links again", "from", was, "to", c.cfg.Scope,
 		"pages", pages, "links queued", links, "took", time.Since(started).Round(time.Millisecond))
 }

@@ -1,11 +1,15 @@
 package crawl
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+
+	"github.com/waggle-archive/waggle/internal/urlkey"
 )
 
 // A data directory keeps the scope it was crawled with: a restart without
@@ -51,14 +55,18 @@ func TestRestartKeepsScope(t *testing.T) {
 
 // A scope that widens on an archive crawled before reaches the links its
 // archived pages hold that the narrower one left out, though those pages
-// are unchanged (an unchanged page's revisit follows no links); once.
+// are unchanged (an unchanged page's revisit follows no links); once. A
+// narrower scope reaches nothing new and does not look; an interrupted
+// look goes on after the last site it finished.
 func TestWiderScopeFollowsArchivedLinks(t *testing.T) {
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "<p>another site</p>")
 	}))
 	defer other.Close()
+	var link atomic.Value
+	link.Store("/elsewhere")
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, `<a href="%s/elsewhere">elsewhere</a>`, other.URL)
+		fmt.Fprintf(w, `<a href="%s%s">elsewhere</a>`, other.URL, link.Load())
 	}))
 	defer site.Close()
 	cfg := directConfig(t, site.URL+"/")
@@ -78,5 +86,105 @@ func TestWiderScopeFollowsArchivedLinks(t *testing.T) {
 	}
 	if s := runCrawl(t, wider); s.Rediscovered != 0 || s.New != 0 {
 		t.Errorf("the next run with the same scope queued %d links again and made %d captures, want none", s.Rediscovered, s.New)
+	}
+
+	// Narrowed again, the page changes to link elsewhere on the other
+	// site, which the scope leaves out; the narrowing itself looks at
+	// nothing.
+	narrower := wider
+	narrower.Scope, narrower.RecrawlAll = ScopeHost, true
+	link.Store("/second")
+	if s := runCrawl(t, narrower); s.Rediscovered != 0 {
+		t.Errorf("narrowing the scope queued %d links again, want none", s.Rediscovered)
+	}
+	// Widened again, by a pass cut short after the site holding the page:
+	// it goes on after it, and the link stays out.
+	widen := func(done bool) Stats {
+		t.Helper()
+		db, err := OpenDB(cfg.Data)
+		if err == nil {
+			// As settleScope left them, the scope any recorded.
+			err = errors.Join(db.Set([]byte(scopeKey), []byte(ScopeAny), nil), db.Set([]byte(rescopeKey), []byte(ScopeHost), nil))
+			if done {
+				err = errors.Join(err, db.Set([]byte(rescopeDoneKey), []byte(urlkey.SiteOfKey(mustSURT(t, site.URL+"/"))), nil))
+			}
+			err = errors.Join(err, db.Close())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runCrawl(t, wider)
+	}
+	if s := widen(true); s.Rediscovered != 0 {
+		t.Errorf("a pass that had done the page's site queued %d links again, want none", s.Rediscovered)
+	}
+	if s := widen(false); s.Rediscovered != 1 {
+		t.Errorf("a pass from the start queued %d links again, want the new one", s.Rediscovered)
+	}
+
+	// Only a wider scope marks the archive for a pass.
+	db, err := OpenDB(cfg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, step := range []struct {
+		to     Scope
+		marked bool
+	}{{ScopeHost, false}, {ScopePrefix, false}, {ScopeDomain, true}} {
+		if _, err := settleScope(db, step.to); err != nil {
+			t.Fatal(err)
+		}
+		_, closer, err := db.Get([]byte(rescopeKey))
+		if err == nil {
+			closer.Close()
+		}
+		if marked := err == nil; marked != step.marked {
+			t.Errorf("scope changed to %s: marked for a pass %v, want %v", step.to, marked, step.marked)
+		}
+		if err := db.Delete([]byte(rescopeKey), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func mustSURT(t *testing.T, u string) string {
+	t.Helper()
+	k, err := urlkey.SURT(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// A seed given with a wider scope, in a re-crawl, is queued as a seed
+// (depth 0) before the pass that follows the archived pages' links again
+// finds it linked from one of them, a hop further: the pass comes after
+// the revisits and the seeds they hold back.
+func TestWiderScopeKeepsNewSeedsAtDepthZero(t *testing.T) {
+	var b *httptest.Server
+	b = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/":
+			fmt.Fprintf(w, `<a href="%s/1">1</a>`, b.URL)
+		case "/1":
+			fmt.Fprintf(w, `<a href="%s/2">2</a>`, b.URL)
+		default:
+			io.WriteString(w, "<p>leaf</p>")
+		}
+	}))
+	defer b.Close()
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<a href="%s/">b</a>`, b.URL)
+	}))
+	defer a.Close()
+	cfg := directConfig(t, a.URL+"/")
+	cfg.Scope = ScopeHost
+	runCrawl(t, cfg)
+	next := cfg
+	next.Seeds, next.Scope, next.MaxDepth, next.Recrawl = []string{b.URL + "/"}, ScopeAny, 2, true
+	runCrawl(t, next)
+	if caps := archived(t, cfg.Data)[b.URL+"/2"]; len(caps) != 1 {
+		t.Errorf("the new seed's page two hops down has %d captures, want 1: the seed was not queued at depth 0", len(caps))
 	}
 }

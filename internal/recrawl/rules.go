@@ -76,14 +76,18 @@ type Rules struct {
 	def   schedule.Policy
 	rules []Rule
 	specs []string // of the rules given, in order
+	// unspecified: a default or a rule not made by ParseRule, which
+	// specs cannot give.
+	unspecified bool
 }
 
 // NewRules returns rules with def for URLs no rule covers; a rule without
 // prefix replaces def.
 func NewRules(def schedule.Policy, rules ...Rule) Rules {
-	rs := Rules{def: def}
+	rs := Rules{def: def, unspecified: def != schedule.DefaultPolicy()}
 	for _, r := range rules {
 		rs.specs = append(rs.specs, r.spec)
+		rs.unspecified = rs.unspecified || r.spec == ""
 		if r.Prefix == "" {
 			rs.def = r.Policy
 			continue
@@ -95,8 +99,9 @@ func NewRules(def schedule.Policy, rules ...Rule) Rules {
 
 // Specs returns the rules rs was made of as ParseRule was given them, in
 // order (none for the zero Rules): what a data directory keeps to crawl
-// with again.
-func (rs Rules) Specs() []string { return slices.Clone(rs.specs) }
+// with again. ok is false when rs holds a default or rule that ParseRule
+// did not make, which no spec gives.
+func (rs Rules) Specs() (specs []string, ok bool) { return slices.Clone(rs.specs), !rs.unspecified }
 
 // ParseRules parses the rules specs give, in order, over the default
 // schedule, as NewRules combines them.
