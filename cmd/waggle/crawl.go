@@ -221,7 +221,7 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 		fmt.Fprintf(stderr, "%d captures were archived cut short (WARC-Truncated: over --max-body-size, past --timeout, or the server closed the connection early); -v names them\n", s.Truncated)
 	}
 	if s.Forbidden > 0 && !cfg.AllowPrivate {
-		fmt.Fprintf(stderr, "%d URLs were not fetched: their hosts have loopback or private addresses, which a crawl refuses unless given --allow-private (those already archived stay due, for the next --recrawl)\n", s.Forbidden)
+		fmt.Fprintf(stderr, "%d URLs were not fetched: their hosts have loopback or private addresses, which a crawl refuses unless given --allow-private; the next run takes them up\n", s.Forbidden)
 	}
 	if cfg.MaxPages > 0 && s.Captures >= int64(cfg.MaxPages) && s.Queued > 0 && runErr == nil {
 		fmt.Fprintf(stderr, "stopped at --max-pages %d: the archive holds %d captures, revisits included; %d URLs are still queued (raise --max-pages to go on)\n", cfg.MaxPages, s.Captures, s.Queued)

@@ -138,12 +138,10 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			if err := c.noteVisit(b, r, nil, now); err != nil {
 				return err
 			}
-		case r.outcome == "forward":
+		case r.outcome == "forward" || r.outcome == "forbidden" && c.cfg.Continuous:
+			// A node's rules do not change until it restarts: a URL it
+			// refuses waits its interval, as one handed over does.
 			if err := c.rescheduleLease(b, r.lease, now); err != nil {
-				return err
-			}
-		case r.outcome == "forbidden":
-			if err := c.refusedLease(b, r.lease, now); err != nil {
 				return err
 			}
 		}
@@ -160,6 +158,13 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			continue
 		case r.outcome == "retry":
 			if err := c.front.Defer(b, r.lease); err != nil {
+				return fmt.Errorf("crawl: frontier: %w", err)
+			}
+		case r.outcome == "forbidden" && !c.cfg.Continuous:
+			// Refused by this run's own rules (a private address, the flag
+			// allowing it forgotten): nothing was learnt of the URL, and a
+			// revisit's entry stays queued. The next run takes it up.
+			if err := c.front.Hold(b, r.lease); err != nil {
 				return fmt.Errorf("crawl: frontier: %w", err)
 			}
 		case r.hasLease && r.outcome != "cancelled":

@@ -334,26 +334,6 @@ func (c *Crawler) rescheduleLease(b *pebble.Batch, l frontier.Lease, now time.Ti
 	return recrawl.Put(b, &old, e)
 }
 
-// refusedLease puts a URL that was queued for a revisit but refused by
-// this crawl's own rules (a private address, without AllowPrivate) back
-// into the due queue unchanged: nothing was learnt of the page, and the
-// next run, given other rules (the flag forgotten, then given), visits
-// it. A long-running crawl, whose rules do not change until it restarts
-// and which queues due URLs every minute, waits the URL's interval, as for
-// a URL handed to another node.
-func (c *Crawler) refusedLease(b *pebble.Batch, l frontier.Lease, now time.Time) error {
-	if c.cfg.Continuous {
-		return c.rescheduleLease(b, l, now)
-	}
-	e, ok, err := recrawl.Get(b, l.URL)
-	if err != nil || !ok || !e.Due.IsZero() {
-		return err
-	}
-	old := e
-	e.Due = now
-	return recrawl.Put(b, &old, e)
-}
-
 // rebound returns s with its interval within p's bounds.
 func rebound(p schedule.Policy, s schedule.State) schedule.State {
 	if r, ok := p.Rebound(s); ok {

@@ -1135,3 +1135,29 @@ func TestSchedulesKept(t *testing.T) {
 		t.Errorf("rules made in code: %s, want them, %s", got, custom)
 	}
 }
+
+// A URL this run's own rules refused (a private address, the flag
+// allowing it forgotten) is taken up by the next run, given the flag: the
+// seed of a first crawl too, which has no re-crawl entry to keep it due.
+func TestRefusedURLTakenUpByTheNextRun(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		io.WriteString(w, "<p>a page on a private address</p>")
+	}))
+	defer srv.Close()
+	u := srv.URL + "/page"
+	refused := directConfig(t, u)
+	refused.AllowPrivate = false
+	if s := runCrawl(t, refused); s.Forbidden != 1 || s.Deferred != 0 {
+		t.Fatalf("a crawl without AllowPrivate: %d refused, %d deferred; want 1 refused and no retry of it", s.Forbidden, s.Deferred)
+	}
+	allowed := refused
+	allowed.Seeds, allowed.AllowPrivate = nil, true
+	if s := runCrawl(t, allowed); s.New != 1 || requests.Load() != 1 {
+		t.Fatalf("the next run, allowed: %d captures, %d requests; want the refused seed fetched", s.New, requests.Load())
+	}
+	if s := runCrawl(t, allowed); s.New != 0 || requests.Load() != 1 {
+		t.Errorf("the run after: %d captures, %d requests; want nothing more", s.New, requests.Load())
+	}
+}

@@ -528,13 +528,34 @@ func deferKey(queueKey []byte) []byte {
 	return append([]byte("f/d/"), queueKey[len("f/q/"):]...)
 }
 
-// requeueDeferred moves the leases deferred by an earlier run back into
-// the queue, under the queue keys they had.
+// Hold stages the setting aside of a lease this crawl's own rules refused
+// (a private address, without permission for it) until the frontier is
+// next opened: a run given other rules takes it up again, while this
+// one's retries (RequeueDeferred) do not, as asking again would give the
+// same answer.
+func (f *Frontier) Hold(b *pebble.Batch, l Lease) error {
+	if err := b.Set(heldKey(l.key), encodeItem(l.Item), nil); err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	return f.Done(b, l)
+}
+
+// heldKey is where a held lease is kept: its queue key under f/r/.
+func heldKey(queueKey []byte) []byte {
+	return append([]byte("f/r/"), queueKey[len("f/q/"):]...)
+}
+
+// requeueDeferred moves the leases deferred or held by an earlier run
+// back into the queue, under the queue keys they had.
 func (f *Frontier) requeueDeferred() error {
 	b := f.db.NewBatch()
 	defer b.Close()
-	moved, err := f.moveDeferred(b)
-	if err != nil || len(moved) == 0 {
+	moved, err := f.moveDeferred(b, "f/d/")
+	if err != nil {
+		return err
+	}
+	held, err := f.moveDeferred(b, "f/r/")
+	if err != nil || len(moved)+len(held) == 0 {
 		return err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
@@ -547,7 +568,7 @@ func (f *Frontier) requeueDeferred() error {
 // deferred so far, for a frontier that stays open (a node's) to try them
 // again now and then, as Open does for a run.
 func (f *Frontier) RequeueDeferred(b *pebble.Batch) error {
-	moved, err := f.moveDeferred(b)
+	moved, err := f.moveDeferred(b, "f/d/")
 	if err != nil {
 		return err
 	}
@@ -558,12 +579,13 @@ func (f *Frontier) RequeueDeferred(b *pebble.Batch) error {
 	return nil
 }
 
-// moveDeferred stages into b the move of every committed deferred lease
-// back under its queue key, and returns them as staged queue entries.
-func (f *Frontier) moveDeferred(b *pebble.Batch) ([]staged, error) {
+// moveDeferred stages into b the move of every committed lease set aside
+// under prefix (deferred, f/d/, or held, f/r/) back under its queue key,
+// and returns them as staged queue entries.
+func (f *Frontier) moveDeferred(b *pebble.Batch, prefix string) ([]staged, error) {
 	var moved []staged
-	err := f.scan("f/d/", func(k, v []byte) error {
-		key := append([]byte("f/q/"), k[len("f/d/"):]...)
+	err := f.scan(prefix, func(k, v []byte) error {
+		key := append([]byte("f/q/"), k[len(prefix):]...)
 		name, _, ok := bytes.Cut(key[len("f/q/"):], []byte{0})
 		if !ok {
 			return fmt.Errorf("corrupt deferred key %q", k)
