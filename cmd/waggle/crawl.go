@@ -196,8 +196,8 @@ func crawlAndReport(ctx context.Context, cfg crawl.Config, stdout, stderr io.Wri
 			}
 		}()
 	}
-	if from, ok := c.Rescoping(); ok {
-		fmt.Fprintf(stderr, "the scope widened from %s to %s: following again the links of every archived page first (once; it reads each page's metadata record)\n", from, cfg.Scope)
+	if from, to, ok := c.Rescoping(); ok {
+		fmt.Fprintf(stderr, "the scope widened from %s to %s: following again the links of the archived pages first (once; it reads each page's metadata record)\n", from, to)
 	}
 	s, runErr := c.Run(ctx)
 	close(done)
@@ -264,7 +264,7 @@ func nextDue(at, now time.Time) string {
 	case at.IsZero():
 		return "no URL is scheduled"
 	case !at.After(now):
-		return "some are due now, not visited by this run (see above)"
+		return "some are due now, not visited by this run"
 	}
 	in := strings.TrimSuffix(max(0, at.Sub(now)).Round(time.Minute).String(), "0s")
 	if in == "" {

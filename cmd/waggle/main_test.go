@@ -492,8 +492,8 @@ func TestNextDue(t *testing.T) {
 		want string
 	}{
 		{time.Time{}, "no URL is scheduled"},
-		{now.Add(-time.Second), "some are due now, not visited by this run (see above)"},
-		{now, "some are due now, not visited by this run (see above)"},
+		{now.Add(-time.Second), "some are due now, not visited by this run"},
+		{now, "some are due now, not visited by this run"},
 		{now.Add(20 * time.Second), "the next falls due at 2026-11-25 03:00 UTC (in under a minute)"},
 		{now.Add(26*time.Hour + 31*time.Minute), "the next falls due at 2026-11-26 05:31 UTC (in 26h31m)"},
 	} {

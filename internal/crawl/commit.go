@@ -147,7 +147,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 		}
 		switch {
 		case r.outcome == "forward":
-			if err := c.front.Forward(b, r.lease); err != nil {
+			if err := c.front.Forget(b, r.lease); err != nil {
 				return fmt.Errorf("crawl: frontier: %w", err)
 			}
 			it := r.lease.Item
@@ -165,6 +165,13 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 			// allowing it forgotten): nothing was learnt of the URL, and a
 			// revisit's entry stays queued. The next run takes it up.
 			if err := c.front.Hold(b, r.lease); err != nil {
+				return fmt.Errorf("crawl: frontier: %w", err)
+			}
+		case r.outcome == "forbidden" && !r.lease.Revisit:
+			// A node's rules do not change until it restarts, and what it
+			// holds aside it would hand over when it leaves: the URL is
+			// forgotten instead, to be taken when found again.
+			if err := c.front.Forget(b, r.lease); err != nil {
 				return fmt.Errorf("crawl: frontier: %w", err)
 			}
 		case r.hasLease && r.outcome != "cancelled":

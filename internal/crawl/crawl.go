@@ -142,7 +142,7 @@ const rescopeDoneKey = "k/rescope-done"
 // followed again (rescopeKey): an unchanged page's revisit does not
 // follow its links, so links the narrower scope left out would otherwise
 // never be. (A narrower scope reaches no link the wider one did not.)
-func settleScope(db *pebble.DB, given Scope) (Scope, error) {
+func settleScope(db *pebble.DB, given Scope, archived bool) (Scope, error) {
 	var kept Scope
 	if v, closer, err := db.Get([]byte(scopeKey)); err == nil {
 		kept, err = ParseScope(string(v))
@@ -159,11 +159,17 @@ func settleScope(db *pebble.DB, given Scope) (Scope, error) {
 	case given == "" || given == kept:
 		return kept, nil // nothing to write: no sync at every start
 	}
+	// An archive crawled without a scope given was crawled with host,
+	// which was not written down.
+	was := kept
+	if was == "" && archived {
+		was = ScopeHost
+	}
 	b := db.NewBatch()
 	defer b.Close()
 	err := b.Set([]byte(scopeKey), []byte(given), nil)
-	if err == nil && kept != "" && given.widens(kept) {
-		err = errors.Join(b.Set([]byte(rescopeKey), []byte(kept), nil), b.Delete([]byte(rescopeDoneKey), nil))
+	if err == nil && was != "" && given.widens(was) {
+		err = errors.Join(b.Set([]byte(rescopeKey), []byte(was), nil), b.Delete([]byte(rescopeDoneKey), nil))
 	}
 	if err == nil {
 		err = b.Commit(pebble.Sync)
@@ -229,7 +235,7 @@ func (c *Crawler) open(seeds []string) error {
 	if c.cfg.Schedules, err = settleSchedules(c.db, cfg.Schedules); err != nil {
 		return err
 	}
-	if c.cfg.Scope, err = settleScope(c.db, cfg.Scope); err != nil {
+	if c.cfg.Scope, err = settleScope(c.db, cfg.Scope, st.Captures > 0); err != nil {
 		return err
 	}
 	c.scope.Store(newScope(c.cfg.Scope, c.seeds))
@@ -522,7 +528,10 @@ func dropUnqueuedSeeds(b *pebble.Batch, seeds []string) error {
 // queueRevisits queues the URLs due for a visit (all of them with
 // RecrawlAll) and, in a continuous crawl, starts queueing URLs as they
 // fall due.
-func (c *Crawler) queueRevisits(ctx context.Context) {
+// settleEntries gives every URL of the archive its re-crawl entry under its
+// key: entries of an older layout moved, captures imported since given
+// theirs. Each step is a no-op once done.
+func (c *Crawler) settleEntries(ctx context.Context) {
 	if n, err := c.rekeyEntries(ctx); err != nil {
 		c.cfg.Logger.Warn("re-crawl: cannot move the URLs' entries to their keys", "err", err)
 	} else if n > 0 {
@@ -533,6 +542,10 @@ func (c *Crawler) queueRevisits(ctx context.Context) {
 	} else if n > 0 {
 		c.cfg.Logger.Info("re-crawl: scheduled the archive's URLs", "urls", n)
 	}
+}
+
+func (c *Crawler) queueRevisits(ctx context.Context) {
+	c.settleEntries(ctx)
 	if n, err := c.applyRules(ctx); err != nil {
 		c.cfg.Logger.Warn("re-crawl: cannot apply the re-crawl rules to the URLs scheduled", "err", err)
 	} else if n > 0 {

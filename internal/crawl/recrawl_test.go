@@ -1161,3 +1161,29 @@ func TestRefusedURLTakenUpByTheNextRun(t *testing.T) {
 		t.Errorf("the run after: %d captures, %d requests; want nothing more", s.New, requests.Load())
 	}
 }
+
+// A node (a continuous crawl) refused a seed for its private address: its
+// rules do not change while it runs, but restarted with other rules and
+// given the seed again, it fetches it.
+func TestNodeRefusedSeedTakenWhenGivenAgain(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		io.WriteString(w, "<p>a page on a private address</p>")
+	}))
+	defer srv.Close()
+	node := directConfig(t, srv.URL+"/page")
+	node.AllowPrivate = false
+	c, stop := running(t, node)
+	for deadline := time.Now().Add(time.Minute); c.Stats().Forbidden == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the node did not take up its seed in a minute")
+		}
+	}
+	stop()
+	restarted := node
+	restarted.AllowPrivate = true
+	if s := runCrawl(t, restarted); s.New != 1 || requests.Load() != 1 {
+		t.Errorf("restarted with AllowPrivate and the seed given again: %d captures, %d requests; want the seed fetched", s.New, requests.Load())
+	}
+}

@@ -117,16 +117,17 @@ func (q *rediscovery) flush(ctx context.Context) error {
 	return nil
 }
 
-// Rescoping reports whether Run will first follow again the archived
-// pages' links, the scope having widened from the one returned since the
-// data directory was last crawled (settleScope).
-func (c *Crawler) Rescoping() (from Scope, ok bool) {
+// Rescoping reports whether Run will follow again the archived pages'
+// links before fetching, the scope having widened, from one scope to the
+// other, since the data directory was last crawled (settleScope), and
+// that pass not having finished.
+func (c *Crawler) Rescoping() (from, to Scope, ok bool) {
 	v, closer, err := c.db.Get([]byte(rescopeKey))
 	if err != nil {
-		return "", false
+		return "", "", false
 	}
 	defer closer.Close()
-	return Scope(v), true
+	return Scope(v), c.cfg.Scope, true
 }
 
 // rescope follows again, under the scope given, the links of the archived
@@ -135,11 +136,14 @@ func (c *Crawler) Rescoping() (from Scope, ok bool) {
 // out are queued now, those already archived or queued are not. An
 // interrupted pass resumes after the last site it finished.
 func (c *Crawler) rescope(ctx context.Context) {
-	was, ok := c.Rescoping()
+	was, _, ok := c.Rescoping()
 	if !ok {
 		return
 	}
 	started := time.Now()
+	// Pages are placed by their re-crawl entries where their metadata
+	// records give no hop counts (imported ones): every URL needs one.
+	c.settleEntries(ctx)
 	sites, err := c.Sites(ctx)
 	if err != nil {
 		c.cfg.Logger.Warn("scope widened: cannot list the archive's sites to follow their links again", "err", err)

@@ -6,10 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/urlkey"
+	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 // A data directory keeps the scope it was crawled with: a restart without
@@ -69,8 +72,9 @@ func TestWiderScopeFollowsArchivedLinks(t *testing.T) {
 		fmt.Fprintf(w, `<a href="%s%s">elsewhere</a>`, other.URL, link.Load())
 	}))
 	defer site.Close()
+	// No scope given: the default, host, which is not written down.
 	cfg := directConfig(t, site.URL+"/")
-	cfg.Scope = ScopeHost
+	cfg.Scope = ""
 	runCrawl(t, cfg)
 	if caps := archived(t, cfg.Data)[other.URL+"/elsewhere"]; len(caps) != 0 {
 		t.Fatalf("scope host archived the other site's page: %+v", caps)
@@ -132,7 +136,7 @@ func TestWiderScopeFollowsArchivedLinks(t *testing.T) {
 		to     Scope
 		marked bool
 	}{{ScopeHost, false}, {ScopePrefix, false}, {ScopeDomain, true}} {
-		if _, err := settleScope(db, step.to); err != nil {
+		if _, err := settleScope(db, step.to, true); err != nil {
 			t.Fatal(err)
 		}
 		_, closer, err := db.Get([]byte(rescopeKey))
@@ -145,6 +149,49 @@ func TestWiderScopeFollowsArchivedLinks(t *testing.T) {
 		if err := db.Delete([]byte(rescopeKey), nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A new data directory given a scope has nothing to look at again.
+	fresh, err := OpenDB(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if _, err := settleScope(fresh, ScopeAny, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, closer, err := fresh.Get([]byte(rescopeKey)); err == nil {
+		closer.Close()
+		t.Error("a first crawl given scope any is marked for a pass over an empty archive")
+	}
+}
+
+// A widened scope's pass reaches the links of imported pages too, whose
+// metadata records give no hop counts: their re-crawl entries are made
+// first, with or without --recrawl.
+func TestWiderScopeFollowsImportedPagesLinks(t *testing.T) {
+	var requests atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		io.WriteString(w, "<p>another site</p>")
+	}))
+	defer other.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	at := time.Now().Add(-time.Hour)
+	resp, err := warc.NewResponse("http://site.example/", at, []byte("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<a href=\""+other.URL+"/x\">x</a>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := warc.NewMetadata("http://site.example/", at, []warc.Field{{Name: "outlink", Value: other.URL + "/x L a/@href"}})
+	meta.Header.Set("WARC-Concurrent-To", resp.ID())
+	importFiles(t, data, warcFile(t, resp, meta))
+
+	cfg := directConfig(t)
+	cfg.Data, cfg.Scope = data, ScopeHost
+	runCrawl(t, cfg) // the scope the archive was crawled with
+	wider := cfg
+	wider.Scope = ScopeAny
+	if s := runCrawl(t, wider); s.Rediscovered != 1 || requests.Load() != 1 {
+		t.Errorf("a widened run without --recrawl: %d links queued again, %d fetched from the other site; want the imported page's link", s.Rediscovered, requests.Load())
 	}
 }
 

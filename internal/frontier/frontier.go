@@ -600,17 +600,20 @@ func (f *Frontier) moveDeferred(b *pebble.Batch, prefix string) ([]staged, error
 	if err != nil {
 		return nil, fmt.Errorf("frontier: %w", err)
 	}
-	f.mu.Lock()
-	f.stats.Retried += len(moved)
-	f.mu.Unlock()
+	if prefix == "f/d/" {
+		f.mu.Lock()
+		f.stats.Retried += len(moved)
+		f.mu.Unlock()
+	}
 	return moved, nil
 }
 
-// Forward stages the removal of a lease that is handed to another node
-// instead of fetched (its host now belongs to that node): its queue entry,
-// and its mark in the seen set, so that the URL is taken again if it comes
-// back here with its host.
-func (f *Frontier) Forward(b *pebble.Batch, l Lease) error {
+// Forget stages the removal of a lease that is not fetched here, and is
+// to be taken again if it comes back: its queue entry, and its mark in
+// the seen set. A lease handed to another node (its host now belongs to
+// that node) is forgotten so, and one a node's rules refuse, which the
+// node given other rules (restarted) takes when it is found again.
+func (f *Frontier) Forget(b *pebble.Batch, l Lease) error {
 	sum := sha256.Sum256([]byte(seenID(l.Key, l.URL)))
 	if err := b.Delete(append([]byte("f/s/"), sum[:16]...), nil); err != nil {
 		return fmt.Errorf("frontier: %w", err)

@@ -502,3 +502,45 @@ func TestArchivedURLsAreSeen(t *testing.T) {
 		t.Errorf("hosts' archived URLs asked %v, want once each", a.asked)
 	}
 }
+
+// A held lease is set aside until the frontier is next opened: the run's
+// retries (RequeueDeferred) leave it, Open queues it again, once, and it
+// counts neither as deferred nor as retried.
+func TestHoldUntilReopened(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	f, _ := Open(db, Options{})
+	add(t, db, f, item("a", "/refused", 0))
+	l := next(t, f)
+	f.Release(l)
+	commit := func(stage func(b *pebble.Batch) error) {
+		t.Helper()
+		b := db.NewIndexedBatch()
+		if err := stage(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		f.Committed()
+	}
+	commit(func(b *pebble.Batch) error { return f.Hold(b, l) })
+	commit(f.RequeueDeferred)
+	if s := f.Stats(); s.Queued != 0 || s.Deferred != 0 || s.Retried != 0 {
+		t.Fatalf("held, after the run's retry: %d queued, %d deferred, %d retried; want none", s.Queued, s.Deferred, s.Retried)
+	}
+	if n := add(t, db, f, item("a", "/refused", 0)); n != 0 {
+		t.Errorf("a held URL found again in the same run was queued %d times; it is seen", n)
+	}
+	db.Close()
+
+	db = openDB(t, dir)
+	defer db.Close()
+	f, _ = Open(db, Options{})
+	if s := f.Stats(); s.Queued != 1 || s.Deferred != 0 || s.Retried != 0 {
+		t.Fatalf("reopened: %d queued, %d deferred, %d retried; want the held URL queued", s.Queued, s.Deferred, s.Retried)
+	}
+	if got := next(t, f); got.URL != l.URL {
+		t.Errorf("reopened, the frontier gives %s, want %s", got.URL, l.URL)
+	}
+}
