@@ -1140,12 +1140,9 @@ func TestSchedulesKept(t *testing.T) {
 // allowing it forgotten) is taken up by the next run, given the flag: the
 // seed of a first crawl too, which has no re-crawl entry to keep it due.
 func TestRefusedURLTakenUpByTheNextRun(t *testing.T) {
-	var requests atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
+	srv, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "<p>a page on a private address</p>")
-	}))
-	defer srv.Close()
+	})
 	u := srv.URL + "/page"
 	refused := directConfig(t, u)
 	refused.AllowPrivate = false
@@ -1154,11 +1151,11 @@ func TestRefusedURLTakenUpByTheNextRun(t *testing.T) {
 	}
 	allowed := refused
 	allowed.Seeds, allowed.AllowPrivate = nil, true
-	if s := runCrawl(t, allowed); s.New != 1 || requests.Load() != 1 {
-		t.Fatalf("the next run, allowed: %d captures, %d requests; want the refused seed fetched", s.New, requests.Load())
+	if s := runCrawl(t, allowed); s.New != 1 || hits()["/page"] != 1 {
+		t.Fatalf("the next run, allowed: %d captures, %d requests; want the refused seed fetched", s.New, hits()["/page"])
 	}
-	if s := runCrawl(t, allowed); s.New != 0 || requests.Load() != 1 {
-		t.Errorf("the run after: %d captures, %d requests; want nothing more", s.New, requests.Load())
+	if s := runCrawl(t, allowed); s.New != 0 || hits()["/page"] != 1 {
+		t.Errorf("the run after: %d captures, %d requests; want nothing more", s.New, hits()["/page"])
 	}
 }
 
@@ -1166,12 +1163,9 @@ func TestRefusedURLTakenUpByTheNextRun(t *testing.T) {
 // rules do not change while it runs, but restarted with other rules and
 // given the seed again, it fetches it.
 func TestNodeRefusedSeedTakenWhenGivenAgain(t *testing.T) {
-	var requests atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
+	srv, hits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "<p>a page on a private address</p>")
-	}))
-	defer srv.Close()
+	})
 	node := directConfig(t, srv.URL+"/page")
 	node.AllowPrivate = false
 	c, stop := running(t, node)
@@ -1183,7 +1177,7 @@ func TestNodeRefusedSeedTakenWhenGivenAgain(t *testing.T) {
 	stop()
 	restarted := node
 	restarted.AllowPrivate = true
-	if s := runCrawl(t, restarted); s.New != 1 || requests.Load() != 1 {
-		t.Errorf("restarted with AllowPrivate and the seed given again: %d captures, %d requests; want the seed fetched", s.New, requests.Load())
+	if s := runCrawl(t, restarted); s.New != 1 || hits()["/page"] != 1 {
+		t.Errorf("restarted with AllowPrivate and the seed given again: %d captures, %d requests; want the seed fetched", s.New, hits()["/page"])
 	}
 }
