@@ -1,12 +1,14 @@
 package crawl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -230,5 +232,67 @@ func TestWiderScopeKeepsNewSeedsAtDepthZero(t *testing.T) {
 	runCrawl(t, next)
 	if caps := archived(t, cfg.Data)[b.URL+"/2"]; len(caps) != 1 {
 		t.Errorf("the new seed's page two hops down has %d captures, want 1: the seed was not queued at depth 0", len(caps))
+	}
+}
+
+// cancellingRouter owns every site here, and cancels a run's context the
+// first time it is asked about one site: a run stopped at that point.
+type cancellingRouter struct {
+	halfRouter
+	site   string
+	cancel context.CancelFunc
+}
+
+func (r *cancellingRouter) Owner(site string) string {
+	if site == r.site {
+		r.cancel()
+	}
+	return ""
+}
+
+// A widened scope's pass stopped part way records the last site it
+// finished, and the next run goes on from the site after it.
+func TestWiderScopePassResumes(t *testing.T) {
+	other, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<p>leaf</p>") })
+	page := func(path string) *httptest.Server {
+		srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, `<a href="%s%s">out</a>`, other.URL, path)
+		})
+		return srv
+	}
+	a, b := page("/a"), page("/b")
+	cfg := directConfig(t, a.URL+"/", b.URL+"/")
+	cfg.Scope = ScopeHost
+	runCrawl(t, cfg)
+	sites := []string{urlkey.SiteOfKey(mustSURT(t, a.URL+"/")), urlkey.SiteOfKey(mustSURT(t, b.URL+"/"))}
+	slices.Sort(sites)
+
+	// Stopped when the pass comes to the second site.
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := cfg
+	stopped.Seeds, stopped.Scope = nil, ScopeAny
+	stopped.Router = &cancellingRouter{halfRouter: halfRouter{routed: map[string]int{}}, site: sites[1], cancel: cancel}
+	c, err := Open(stopped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Run(ctx)
+	done, closer, err := c.db.Get([]byte(rescopeDoneKey))
+	if err != nil {
+		t.Fatalf("the stopped pass recorded no site done: %v", err)
+	}
+	if string(done) != sites[0] {
+		t.Errorf("the stopped pass recorded %q done, want the first site, %q", done, sites[0])
+	}
+	closer.Close()
+	if _, _, ok := c.Rescoping(); !ok {
+		t.Error("the stopped pass is not marked to go on")
+	}
+	c.Close()
+
+	again := stopped
+	again.Router = nil
+	if s := runCrawl(t, again); s.Rediscovered != 1 {
+		t.Errorf("the next run queued %d links again, want the second site's one only", s.Rediscovered)
 	}
 }
