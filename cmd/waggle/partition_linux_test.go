@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -34,7 +35,10 @@ func newNetnsLab(t *testing.T, n int) *netnsLab {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("no ip command (iproute2); the partition is tested with fault injection in internal/node (TestPartitionHeal)")
 	}
-	id := os.Getpid() % 100000
+	id, err := freeLabID(os.Getpid() % 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
 	lab := &netnsLab{t: t, bridge: fmt.Sprintf("wgb%05d", id), subnet: fmt.Sprintf("10.213.%d.", id%250)}
 	t.Cleanup(lab.remove)
 	if out, err := exec.Command("ip", "link", "add", lab.bridge, "type", "bridge").CombinedOutput(); err != nil {
@@ -55,6 +59,37 @@ func newNetnsLab(t *testing.T, n int) *netnsLab {
 		lab.ip("-n", ns, "link", "set", "lo", "up")
 	}
 	return lab
+}
+
+// freeLabID returns the first ID from start on whose bridge name and
+// subnet no interface here has: a lab left behind by a test process that
+// was killed keeps both, and a second bridge on the same subnet would
+// take the nodes' traffic to the web away from this one.
+func freeLabID(start int) (int, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return 0, err
+	}
+	names, subnets := map[string]bool{}, map[string]bool{}
+	for _, i := range ifs {
+		names[i.Name] = true
+		addrs, err := i.Addrs()
+		if err != nil {
+			return 0, err
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+				subnets[n.IP.Mask(net.CIDRMask(24, 32)).String()] = true
+			}
+		}
+	}
+	for id := start; id < start+250; id++ {
+		id := id % 100000
+		if !names[fmt.Sprintf("wgb%05d", id)] && !subnets[fmt.Sprintf("10.213.%d.0", id%250)] {
+			return id, nil
+		}
+	}
+	return 0, fmt.Errorf("no free lab: every 10.213.N.0/24 subnet is in use here (labs left behind? ip -br addr)")
 }
 
 // addr is the address of namespace i; the bridge is .1.
@@ -279,4 +314,31 @@ func pick(nodes []*procNode, indexes []int) []*procNode {
 		out[i] = nodes[x]
 	}
 	return out
+}
+
+// A lab left behind (a test process killed) keeps its bridge and subnet:
+// a new lab takes the next ID whose subnet is free.
+func TestFreeLabIDSkipsSubnetsInUse(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("no ip command")
+	}
+	start := os.Getpid()%100000 + 1
+	first, err := freeLabID(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "wgbprobe"
+	if out, err := exec.Command("ip", "link", "add", name, "type", "bridge").CombinedOutput(); err != nil {
+		t.Skipf("cannot make a bridge here: %v: %s", err, out)
+	}
+	defer exec.Command("ip", "link", "del", name).Run()
+	if out, err := exec.Command("ip", "addr", "add", fmt.Sprintf("10.213.%d.1/24", first%250), "dev", name).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got, err := freeLabID(start); err != nil || got == first || fmt.Sprint(got%250) == fmt.Sprint(first%250) {
+		t.Errorf("with 10.213.%d.0/24 in use, freeLabID = %d, %v; want another subnet", first%250, got, err)
+	}
 }
