@@ -20,6 +20,7 @@ import (
 
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/node"
 	"github.com/waggle-archive/waggle/internal/websim"
 )
 
@@ -500,5 +501,27 @@ func TestNextDue(t *testing.T) {
 		if got := nextDue(tc.at, now); got != tc.want {
 			t.Errorf("nextDue(%v) = %q, want %q", tc.at, got, tc.want)
 		}
+	}
+}
+
+// waggle status prints the content-seen figures, and points at the log
+// when a holder failed to prove a payload.
+func TestStatusContentSeenLine(t *testing.T) {
+	var out bytes.Buffer
+	st := node.Status{ContentSeen: &node.ContentSeenStats{Lookups: 120, Hits: 30, NotArchived: 2, Unproven: 1}}
+	printStatus(&out, st)
+	for _, want := range []string{
+		"content-seen: 120 payloads asked about, 30 found archived elsewhere; 2 found not archived, 1 whose holder proved nothing (stored again)",
+		"the log names it",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	st.ContentSeen.Unproven = 0
+	printStatus(&out, st)
+	if strings.Contains(out.String(), "the log names it") {
+		t.Errorf("status points at the log with no unproven hit:\n%s", out.String())
 	}
 }

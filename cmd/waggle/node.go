@@ -156,6 +156,13 @@ func printStatus(w io.Writer, st node.Status) {
 		fmt.Fprintf(w, "re-crawl since start: %d URLs fell due; revisits: not-modified %d, unchanged %d, duplicate %d\n",
 			c.RevisitsQueued, r.NotModified, r.Unchanged, r.Duplicate)
 	}
+	if cs := st.ContentSeen; cs != nil && cs.Lookups > 0 {
+		fmt.Fprintf(w, "content-seen: %d payloads asked about, %d found archived elsewhere; %d found not archived, %d whose holder proved nothing (stored again)\n",
+			cs.Lookups, cs.Hits, cs.NotArchived, cs.Unproven)
+		if cs.Unproven > 0 {
+			fmt.Fprintln(w, "  a holder that cannot prove it has a payload it is named for is faulty or damaged: the log names it")
+		}
+	}
 	if e := st.Exchange; e.Sent+e.Received > 0 {
 		perURL := 0.0
 		if e.Sent > 0 {
