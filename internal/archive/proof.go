@@ -128,12 +128,11 @@ func (n *Network) ProvePayload(ctx context.Context, c index.Capture, payload []b
 // c's record. The error wraps ErrUnavailable when the node could not be
 // asked; an answer that is not the proof is false, nil.
 func (n *Network) provePayloadOn(ctx context.Context, c index.Capture, payload []byte) (bool, error) {
+	if c.Node == "" || c.Node == n.self {
+		return n.local.ProvePayload(ctx, c, payload)
+	}
 	nonce := newNonce()
 	want := PayloadProof(nonce, payload)
-	if c.Node == "" || c.Node == n.self {
-		got, err := n.local.prove(ctx, c, nonce)
-		return err == nil && got == want, nil
-	}
 	node, err := n.member(c.Node)
 	if err != nil {
 		return false, err

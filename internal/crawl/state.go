@@ -281,7 +281,8 @@ type Stats struct {
 	// due for a visit.
 	RevisitsQueued int64
 	// NextDue is when the next URL not queued falls due for a visit
-	// (zero: none is scheduled).
+	// (zero: none is scheduled). Only the Stats Run returns have it: it
+	// is read from the database, which Stats may outlive.
 	NextDue time.Time
 	Queued  int           // URLs waiting in the frontier
 	Hosts   int           // hosts known to the frontier
