@@ -518,7 +518,7 @@ func (f *Fetcher) roundTrip(ctx context.Context, c *conn, key string, u *url.URL
 	// A connection is kept only if the cancel hook can no longer run
 	// (stop), which would end the next request's reads on it, and not
 	// after 101 Switching Protocols, when it speaks something else.
-	if resp.Truncated == "" && !hresp.Close && c.br.Buffered() == 0 && hresp.StatusCode != http.StatusSwitchingProtocols && stop() {
+	if resp.Truncated == "" && !hresp.Close && c.br.Buffered() == 0 && hresp.StatusCode != http.StatusSwitchingProtocols && !announcesUnreadBody(hresp) && stop() {
 		keep = true
 		c.rec.buf = nil
 		c.nc.SetDeadline(time.Time{})
@@ -542,6 +542,25 @@ func poolKeyFor(f *Fetcher, u *url.URL, key string) (string, int) {
 		return "proxy|" + f.cfg.Proxy.Host, f.cfg.MaxProxyConns
 	}
 	return key, f.cfg.MaxConnsPerHost
+}
+
+// announcesUnreadBody reports a response that has no body by its status
+// (204, 304) but whose head announces one. The parser rightly reads none,
+// yet a broken server may still send it, perhaps after a pause: on a kept
+// connection those bytes would be read as the next URL's response.
+func announcesUnreadBody(r *http.Response) bool {
+	if r.StatusCode != http.StatusNoContent && r.StatusCode != http.StatusNotModified {
+		return false
+	}
+	if len(r.TransferEncoding) > 0 || len(r.Header.Values("Transfer-Encoding")) > 0 {
+		return true
+	}
+	for _, v := range r.Header.Values("Content-Length") {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil || n != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // consumed is how many of the bytes recorded the response parser has taken.
