@@ -47,6 +47,10 @@ type ImportStats struct {
 	Captures   int64 // captures indexed
 	Duplicates int64 // records skipped: already in the archive
 	Rejected   int64 // records not imported: their block does not match WARC-Block-Digest
+	// Misdigested counts the captures whose SHA-1 WARC-Payload-Digest is
+	// not their payload's: indexed by their payload's own, each named in a
+	// warning.
+	Misdigested int64
 	// Unindexed counts the response, resource and revisit records kept in
 	// the archive but not indexed — a URL that is not http(s), a date the
 	// index cannot order — each named in a warning.
@@ -609,6 +613,10 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 		}
 		return nil
 	}
+	if why != "" {
+		im.stats.Misdigested++
+		im.log.Warn("record indexed by its payload's digest", "file", label, "offset", offset, "uri", rec.TargetURI(), "why", why)
+	}
 	dup, err := im.placeCapture(g, cp, datePrecision(rec.Header.Get("WARC-Date")))
 	if err != nil {
 		return err
@@ -915,7 +923,11 @@ func (im *importer) commit(g *group) error {
 
 // captureOf returns the index entry of a record that replays as a capture,
 // without its location, or nil and why not when the record looks like one
-// but cannot be indexed ("" for records that are no capture at all).
+// but cannot be indexed ("" for records that are no capture at all). A
+// capture comes with a why too when its SHA-1 WARC-Payload-Digest is not
+// its payload's: it is indexed by its payload's own, for the crawler takes
+// a fetched payload with the digest an entry names for that entry's bytes
+// and would otherwise store it as a revisit of other bytes.
 func captureOf(rec *warc.Record) (*index.Capture, string) {
 	typ := rec.Type()
 	if typ != warc.TypeResponse && typ != warc.TypeRevisit && typ != warc.TypeResource {
@@ -954,6 +966,11 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 		cp.MIME = mediaType(http.Header{"Content-Type": {rec.Header.Get("Content-Type")}}, nil)
 		if digest == "" {
 			digest = warc.Digest(rec.Block)
+		} else if !sha1Holds(digest, rec.Block) {
+			claimed := digest
+			digest = warc.Digest(rec.Block)
+			cp.Digest = digest
+			return cp, fmt.Sprintf("its WARC-Payload-Digest %s is not its payload's (%s): indexed by its payload's", claimed, digest)
 		}
 	case warc.TypeResponse:
 		status, h, ok := parseHTTPHead(rec.Block)
@@ -966,6 +983,11 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 		cp.SimHash = pageSimHash(status, h, payload)
 		if digest == "" {
 			digest = warc.Digest(payload)
+		} else if !sha1Holds(digest, payload, rec.Block[max(0, warc.HTTPHeaderEnd(rec.Block)):]) {
+			claimed := digest
+			digest = warc.Digest(payload)
+			cp.Digest = digest
+			return cp, fmt.Sprintf("its WARC-Payload-Digest %s is not its payload's (%s): indexed by its payload's", claimed, digest)
 		}
 	case warc.TypeRevisit:
 		// A revisit's block is the response's HTTP head, or empty.
@@ -1021,6 +1043,22 @@ func redirectOf(uri string, status int, h http.Header) string {
 
 // normalizeDigest writes a SHA-1 digest in the base-32 form the crawler
 // uses, so that payloads compare equal whichever tool recorded them.
+// sha1Holds reports whether digest, normalized, is no SHA-1 digest (the
+// crawler's are all SHA-1: no other can be taken for one of its payloads)
+// or is that of one of the given readings of a payload: tools differ on
+// whether a chunked body's framing is part of it.
+func sha1Holds(digest string, readings ...[]byte) bool {
+	if !strings.HasPrefix(digest, "sha1:") {
+		return true
+	}
+	for _, b := range readings {
+		if warc.DigestMatches(digest, b) {
+			return true
+		}
+	}
+	return false
+}
+
 func normalizeDigest(d string) string {
 	alg, v, ok := strings.Cut(strings.TrimSpace(d), ":")
 	if !ok || !strings.EqualFold(alg, "sha1") {

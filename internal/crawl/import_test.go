@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1012,5 +1014,63 @@ func TestImportKeepsButDoesNotIndexPre1970(t *testing.T) {
 		if s := importFiles(t, data, old); s.Unindexed != 0 || s.Written != 0 || s.Duplicates != s.Records {
 			t.Errorf("%s: the same file again: %+v; want every record a duplicate, none counted as kept", tc.name, s)
 		}
+	}
+}
+
+// An imported response whose SHA-1 WARC-Payload-Digest is not its
+// payload's (another tool's bug, or a forged file) is indexed by its
+// payload's own digest: a page fetched later whose payload has the claimed
+// digest is stored, not made a revisit of the imported record's other
+// bytes. A digest taken over a chunked body's framing, as some tools
+// write it, is that tool's reading of the payload and is kept.
+func TestImportedPayloadDigestMustBeThePayloads(t *testing.T) {
+	live := `<html><body><p>The page as the server sends it today.</p></body></html>`
+	other := `<html><body><p>Something else, in an imported file.</p></body></html>`
+	chunkedBody := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(other), other)
+	dir := t.TempDir()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{MaxSegmentSize: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	forged, err := warc.NewResponse("http://imported.test/x", at, []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(other), other)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged.Header.Set("WARC-Payload-Digest", warc.Digest([]byte(live)))
+	framed, err := warc.NewResponse("http://imported.test/chunked", at, []byte("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n"+chunkedBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	framed.Header.Set("WARC-Payload-Digest", warc.Digest([]byte(chunkedBody)))
+	if _, err := w.WriteGroup([]*warc.Record{forged, framed}); err != nil {
+		t.Fatal(err)
+	}
+	name := w.Segment()
+	w.Close()
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, live)
+	}))
+	defer srv.Close()
+	cfg := directConfig(t, srv.URL+"/page")
+	s, err := Import(context.Background(), cfg.Data, []string{filepath.Join(dir, name)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Misdigested != 1 || s.Captures != 2 {
+		t.Errorf("import: %d captures, %d misdigested; want 2 and 1", s.Captures, s.Misdigested)
+	}
+	runCrawl(t, cfg)
+	caps := archived(t, cfg.Data)
+	if c := caps[srv.URL+"/page"][0]; c.Type != warc.TypeResponse {
+		t.Errorf("the fetched page was archived as a %s (the imported record's digest claimed its payload)", c.Type)
+	}
+	if c := caps["http://imported.test/x"][0]; c.Digest != warc.Digest([]byte(other)) {
+		t.Errorf("the misdigested record is indexed by %s, want its payload's %s", c.Digest, warc.Digest([]byte(other)))
+	}
+	if c := caps["http://imported.test/chunked"][0]; c.Digest != warc.Digest([]byte(chunkedBody)) {
+		t.Errorf("the chunked record is indexed by %s, want the digest its file gives, over the framing (%s)", c.Digest, warc.Digest([]byte(chunkedBody)))
 	}
 }
