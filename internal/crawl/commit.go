@@ -12,6 +12,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/urlkey"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
@@ -282,7 +283,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 		}
 	}
 	for _, cp := range newPayloads {
-		c.rememberPayload(cp.Digest, refTo(cp))
+		c.rememberPayload(cp)
 	}
 	c.stats.captures.Add(captures)
 	c.stats.bytes.Add(bytes)
@@ -316,7 +317,7 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 		// it are revisit records that point at the first (identical-payload
 		// profile). The worker looked before; this sees what was committed
 		// since, and earlier results of this group.
-		ref, seen, err := c.storedPayload(b, digest, firstInGroup)
+		ref, seen, err := c.storedPayload(b, resp.URL, digest, firstInGroup)
 		if err != nil {
 			return index.Capture{}, nil, err
 		}
@@ -373,25 +374,36 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 	return cp, recs, nil
 }
 
-// storedPayload finds the first capture of a payload already archived: in
-// this group, among the payloads met lately, or in the digest index (which
-// the Bloom filter says may have it).
-func (c *Crawler) storedPayload(b *pebble.Batch, digest string, firstInGroup map[string]index.Capture) (recrawl.Ref, bool, error) {
-	if first, ok := firstInGroup[digest]; ok {
-		return refTo(first), true, nil
+// storedPayload finds the first capture of a payload already archived,
+// one a revisit of u may point at (mayPointAt): in this group, among the
+// payloads met lately, or in the digest index (which the Bloom filter says
+// may have it).
+func (c *Crawler) storedPayload(b *pebble.Batch, u, digest string, firstInGroup map[string]index.Capture) (recrawl.Ref, bool, error) {
+	first, ok := firstInGroup[digest]
+	if !ok {
+		first, ok = c.recentPayloads[digest]
 	}
-	if ref, ok := c.recentPayloads[digest]; ok {
-		return ref, true, nil
+	if !ok && c.digests.TestString(digest) {
+		var err error
+		if first, ok, err = index.ByDigest(b, digest); err != nil {
+			return recrawl.Ref{}, false, err
+		}
+		if ok {
+			c.rememberPayload(first)
+		}
 	}
-	if !c.digests.TestString(digest) {
+	if !ok || !c.mayPointAt(u, first) {
 		return recrawl.Ref{}, false, nil
 	}
-	first, ok, err := index.ByDigest(b, digest)
-	if err != nil || !ok {
-		return recrawl.Ref{}, false, err
-	}
-	c.rememberPayload(digest, refTo(first))
 	return refTo(first), true, nil
+}
+
+// mayPointAt reports whether a revisit of u may point at first, a capture
+// this node stored: on a network, one of the same site, whose copies go
+// to the same nodes in the order made, or one whose copies have all
+// arrived (Dedup.Replicated).
+func (c *Crawler) mayPointAt(u string, first index.Capture) bool {
+	return c.cfg.Dedup == nil || urlkey.Site(u) == urlkey.Site(first.URL) || c.cfg.Dedup.Replicated(first)
 }
 
 // refTo is the reference a revisit, or a URL's re-crawl entry, keeps to the
@@ -404,16 +416,16 @@ func refTo(c index.Capture) recrawl.Ref {
 // (about 250 bytes each).
 const recentPayloadsMax = 4096
 
-// rememberPayload notes where a payload was first stored, forgetting an
-// arbitrary other one when the memory is full.
-func (c *Crawler) rememberPayload(digest string, ref recrawl.Ref) {
+// rememberPayload notes first as where its payload was first stored,
+// forgetting an arbitrary other one when the memory is full.
+func (c *Crawler) rememberPayload(first index.Capture) {
 	if len(c.recentPayloads) >= recentPayloadsMax {
 		for d := range c.recentPayloads {
 			delete(c.recentPayloads, d)
 			break
 		}
 	}
-	c.recentPayloads[digest] = ref
+	c.recentPayloads[first.Digest] = first
 }
 
 // payloadWorthDeduplicating reports whether a revisit record saves anything:

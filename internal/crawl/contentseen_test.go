@@ -27,6 +27,7 @@ type networkDedup struct {
 	held    map[string]bool
 	lookups int
 	asked   [][]byte // the payload each lookup gave, for its holder to prove it has
+	pending bool     // copies of this node's captures are still on their way
 }
 
 func (d *networkDedup) set(ref recrawl.Ref) {
@@ -59,6 +60,11 @@ func (d *networkDedup) Lookup(_ context.Context, _ string, payload []byte) (recr
 }
 
 func (d *networkDedup) Stored([]index.Capture) {}
+func (d *networkDedup) Replicated(index.Capture) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.pending
+}
 
 // A URL whose payload was first archived by another node is asked of the
 // network again at each revisit. While the network holds it, the revisit
@@ -261,5 +267,57 @@ func TestCopyWithAnotherPayloadsDigestStandsForNothing(t *testing.T) {
 	}
 	if len(d.asked) != 1 || string(d.asked[0]) != script {
 		t.Errorf("the network was asked about payloads %q, want the script once", d.asked)
+	}
+}
+
+// On a network, a payload this node stored moments ago is on its disk
+// alone until its copies reach the site's replicas. A revisit of another
+// site, whose copies go to other nodes, must not point at it until then:
+// were this node lost, those copies would point at nothing. A revisit of
+// the same site may, for its copies follow the original's to the same
+// nodes.
+func TestRevisitOfAnotherSiteWaitsForTheOriginalsCopies(t *testing.T) {
+	const body = "function shared() { return 'one payload served by two sites'; }\n"
+	serve := func() *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/javascript")
+			io.WriteString(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	a, b, c := serve(), serve(), serve()
+	d := &networkDedup{pending: true}
+	cfg := directConfig(t, a.URL+"/lib.js")
+	cfg.Dedup = d
+	runCrawl(t, cfg)
+	typeOf := func(u string) string {
+		t.Helper()
+		caps := archived(t, cfg.Data)[u]
+		if len(caps) != 1 {
+			t.Fatalf("%s: %d captures, want 1", u, len(caps))
+		}
+		return caps[0].Type
+	}
+	crawl := func(seed string) {
+		t.Helper()
+		next := cfg
+		next.Seeds = []string{seed}
+		runCrawl(t, next)
+	}
+	crawl(a.URL + "/copy.js")
+	if got := typeOf(a.URL + "/copy.js"); got != warc.TypeRevisit {
+		t.Errorf("a duplicate of the same site while the original's copies are on their way: %s, want a revisit", got)
+	}
+	crawl(b.URL + "/lib.js")
+	if got := typeOf(b.URL + "/lib.js"); got != warc.TypeResponse {
+		t.Errorf("a duplicate of another site while the original's copies are on their way: %s, want the payload stored", got)
+	}
+	d.mu.Lock()
+	d.pending = false
+	d.mu.Unlock()
+	crawl(c.URL + "/lib.js")
+	if got := typeOf(c.URL + "/lib.js"); got != warc.TypeRevisit {
+		t.Errorf("a duplicate of another site once the copies arrived: %s, want a revisit", got)
 	}
 }

@@ -78,7 +78,7 @@ type Crawler struct {
 	// pages) is a map lookup, not a pebble read. Only the commit loop uses
 	// it; it forgets everything at an Update, which may delete digest
 	// entries.
-	recentPayloads map[string]recrawl.Ref
+	recentPayloads map[string]index.Capture
 
 	compacting sync.Mutex           // held by Compact
 	compactMu  sync.Mutex           // guards writing and unlinkAt
@@ -112,7 +112,7 @@ func Open(cfg Config) (*Crawler, error) {
 		}
 		ownDB = true
 	}
-	c := &Crawler{cfg: cfg, db: db, warcDir: warcDir, ownDB: ownDB, recentPayloads: map[string]recrawl.Ref{}}
+	c := &Crawler{cfg: cfg, db: db, warcDir: warcDir, ownDB: ownDB, recentPayloads: map[string]index.Capture{}}
 	c.commitC = sync.NewCond(&c.commitMu)
 	if err := c.open(seeds); err != nil {
 		if ownDB {

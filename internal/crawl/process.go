@@ -259,7 +259,7 @@ func (c *Crawler) seenElsewhere(ctx context.Context, digest string, resp *fetch.
 		return nil
 	}
 	rv := &revisitOf{profile: warc.ProfileIdenticalPayload, digest: digest}
-	if first, ok, err := index.ByDigest(c.db, digest); err == nil && ok {
+	if first, ok, err := index.ByDigest(c.db, digest); err == nil && ok && c.mayPointAt(resp.URL, first) {
 		rv.ref = refTo(first)
 		return rv
 	}

@@ -42,6 +42,12 @@ type Dedup interface {
 	Holds(ctx context.Context, digest string, ref recrawl.Ref) (bool, error)
 	// Stored tells of new response captures once they are durable.
 	Stored(caps []index.Capture)
+	// Replicated says whether every copy of c, a capture of this node's,
+	// has reached its replicas. Only then may a revisit of another site,
+	// whose copies go to other nodes, point at it: until then the payload
+	// is on this disk alone, and its loss would leave that revisit's
+	// copies pointing at nothing.
+	Replicated(c index.Capture) bool
 }
 
 // revisitOf says which record a capture is to point at instead of storing

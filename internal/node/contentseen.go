@@ -215,6 +215,11 @@ func (s *contentSeen) Stored(caps []index.Capture) {
 	s.register(ready)
 }
 
+// Replicated says whether every copy of c has reached its replicas.
+func (s *contentSeen) Replicated(c index.Capture) bool {
+	return s.copiesOf(c) == replicate.CopiesArrived
+}
+
 // giveUp drops a registration; the stale entry it was to replace stays
 // known, for the payload's next capture here to replace. s.mu is held.
 func (s *contentSeen) giveUp(r registration) {

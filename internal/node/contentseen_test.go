@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -807,4 +808,82 @@ func crawlNext(t *testing.T, nodes []*testNode, seeds []string) []string {
 	}
 	waitQuiet(t, nodes...)
 	return seeds[1:]
+}
+
+// A payload fetched again at another site of the same node, while the
+// first capture's copy cannot reach that site's other replica (here: a
+// partition between the two), is stored again: a revisit, pushed to the
+// second site's replicas, would point at a payload on one disk only.
+func TestDuplicateOfAnotherSiteIsStoredWhileTheOriginalsCopyWaits(t *testing.T) {
+	script := strings.Repeat("function shared(){return 42}\n", 200)
+	var servers []*httptest.Server
+	for range 24 {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/robots.txt":
+				http.NotFound(w, r)
+			case "/big.js":
+				w.Header().Set("Content-Type", "application/javascript")
+				io.WriteString(w, script)
+			default:
+				w.Header().Set("Content-Type", "text/html")
+				fmt.Fprintf(w, `<html><body>%s<script src="/big.js"></script></body></html>`, r.Host)
+			}
+		}))
+		t.Cleanup(s.Close)
+		servers = append(servers, s)
+	}
+	faults := NewFaults()
+	nodes, _ := startNetwork(t, 3, "", func(c *Config) {
+		c.Faults = faults
+		c.Replicas = 2
+		c.Crawl.Scope = crawl.ScopeHost
+	})
+	rg := nodes[0].members.Ring()
+	byID := map[string]*testNode{}
+	for _, n := range nodes {
+		byID[n.ID()] = n
+	}
+	// Two sites owned by x, whose other replicas differ: y and z.
+	var x, y *testNode
+	var s1, s2 string
+	for _, a := range servers {
+		ra := rg.Replicas(urlkey.Site(a.URL+"/"), 2)
+		for _, b := range servers {
+			if rb := rg.Replicas(urlkey.Site(b.URL+"/"), 2); ra[0].ID == rb[0].ID && ra[1].ID != rb[1].ID {
+				x, y = byID[ra[0].ID], byID[ra[1].ID]
+				s1, s2 = a.URL+"/", b.URL+"/"
+			}
+		}
+	}
+	if x == nil {
+		t.Fatal("fixture: no two sites of one owner with different replicas among 24")
+	}
+	faults.Split([]string{x.ID()}, []string{y.ID()})
+	// y stays a member, probed through z, and so s1's replica: its copy
+	// waits.
+	time.Sleep(3 * time.Second)
+	waitMembers(t, 3, nodes...)
+	ctx := context.Background()
+	typeOf := func(u string) string {
+		typ := ""
+		x.local.Index().Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
+			if c.URL == u {
+				typ = c.Type
+			}
+			return typ == "", nil
+		})
+		return typ
+	}
+	if _, err := Submit(ctx, x.data, []string{s1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "x to archive the first site's script", func() bool { return typeOf(s1+"big.js") != "" })
+	if _, err := Submit(ctx, x.data, []string{s2}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "x to archive the second site's script", func() bool { return typeOf(s2+"big.js") != "" })
+	if got := typeOf(s2 + "big.js"); got != warc.TypeResponse {
+		t.Errorf("the second site's copy of the script, while the first's copy cannot reach %s: %s, want the payload stored", y.name, got)
+	}
 }
