@@ -3,6 +3,7 @@ package crawl
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -319,5 +320,49 @@ func TestRevisitOfAnotherSiteWaitsForTheOriginalsCopies(t *testing.T) {
 	crawl(c.URL + "/lib.js")
 	if got := typeOf(c.URL + "/lib.js"); got != warc.TypeRevisit {
 		t.Errorf("a duplicate of another site once the copies arrived: %s, want a revisit", got)
+	}
+}
+
+// A page that comes back whole and unchanged, whose last payload is on
+// another node, has that node prove it has the payload before this one
+// drops the bytes it holds: the network's index alone (the capture listed)
+// is not enough, as for any payload met again.
+func TestUnchangedPageOfAnotherNodesPayloadIsProven(t *testing.T) {
+	const body = "function shared() { return 'a payload first archived on another node'; }\n"
+	var mu sync.Mutex
+	etag := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		etag++ // a new ETag at every answer: the page comes back whole
+		w.Header().Set("ETag", fmt.Sprintf(`"v%d"`, etag))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/javascript")
+		io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	u := srv.URL + "/lib.js"
+	first := recrawl.Ref{URL: "http://other.example/lib.js", Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), RecordID: "<urn:uuid:00000000-0000-0000-0000-0000000000b1>"}
+	d := &networkDedup{ref: first}
+	cfg := directConfig(t, u)
+	cfg.Dedup = d
+	runCrawl(t, cfg)
+	if caps := archived(t, cfg.Data)[u]; len(caps) != 1 || caps[0].Type != warc.TypeRevisit {
+		t.Fatalf("first crawl: %v, want one revisit of the other node's capture", caps)
+	}
+	// The registry no longer names a holder that proves it; the capture
+	// is still listed in the network's index.
+	d.set(recrawl.Ref{})
+	d.hold(first, true)
+	again := cfg
+	again.Seeds, again.RecrawlAll = nil, true
+	runCrawl(t, again)
+	caps := archived(t, cfg.Data)[u]
+	if c := caps[len(caps)-1]; c.Type != warc.TypeResponse {
+		t.Errorf("an unchanged page whose payload no holder proved: %s, want the payload stored", c.Type)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := len(d.asked); n < 2 || string(d.asked[n-1]) != body {
+		t.Errorf("the revisit asked the network with payloads %q, want the one fetched", d.asked)
 	}
 }

@@ -206,12 +206,29 @@ func (c *Crawler) examine(ctx context.Context, r result, resp *fetch.Response, p
 	if resp.StatusCode != http.StatusNotModified {
 		r.head = headOf(resp.StatusCode, resp.Header, resp.URL)
 	}
-	if r.revisit = unchanged(prev, resp, digest, r.head); r.revisit != nil {
+	r.revisit = unchanged(prev, resp, digest, r.head)
+	asked := false
+	if rv := r.revisit; rv != nil && rv.profile == warc.ProfileIdenticalPayload && c.cfg.Dedup != nil {
+		if held, err := c.holds(ctx, rv.ref); err != nil || !held {
+			// The last payload is on another node, found in the network's
+			// index only: with the payload in hand, its holder proves it
+			// has those bytes before they are dropped, as for any payload.
+			asked = true
+			if elsewhere := c.seenElsewhere(ctx, digest, resp); elsewhere != nil {
+				rv.ref = elsewhere.ref
+			} else {
+				r.revisit = nil
+			}
+		}
+	}
+	if r.revisit != nil {
 		// The page is as it was: nothing new to store or to follow.
 		r.simhash = r.revisit.simhash
 		return r
 	}
-	r.revisit = c.seenElsewhere(ctx, digest, resp)
+	if !asked {
+		r.revisit = c.seenElsewhere(ctx, digest, resp)
+	}
 	r.outlinks, r.simhash = c.extract(resp, log.Warn)
 	r.queue = c.follow(r.lease.Item, mediaType(resp.Header, nil) == "text/css", r.outlinks)
 	if prev != nil && prev.Captured() {
