@@ -41,7 +41,7 @@ func crawlFlags(fs *flag.FlagSet, cfg *crawl.Config) (scope *string, delay *stri
 	fs.Int64Var(&cfg.MaxBodySize, "max-body-size", 50<<20, "archive at most this many body bytes per response (the rest is cut and marked WARC-Truncated)")
 	fs.Int64Var(&cfg.SegmentSize, "segment-size", 1<<30, "start a new WARC file past this size")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "whole-request timeout")
-	fs.IntVar(&cfg.Retries, "retries", 2, "times a crawl run, once nothing else is queued, tries again the URLs whose fetch failed for a reason that may pass (host or network down); the rest wait for the next run (a node retries hourly)")
+	fs.IntVar(&cfg.Retries, "retries", 2, "times a crawl run, once nothing else is queued, tries again the URLs whose fetch failed for a reason that may pass (host or network down); the rest wait for the next run (a node retries hourly); a revisit that fails so waits for its schedule, which backs it off")
 	fs.DurationVar(&cfg.RetryWait, "retry-wait", 30*time.Second, "pause before a run's first retry of failed fetches, doubled before each next up to an hour")
 	var rules []recrawl.Rule
 	fs.Func("revisit", "re-crawl schedule `[URL-PREFIX=]INTERVAL[,MIN,MAX]`, repeatable: URLs under the prefix (every URL without one) are revisited after INTERVAL at first, then adaptively within MIN..MAX (default: 24h,1h,720h; with INTERVAL alone, a 24th of it and 30 times it)", func(v string) error {

@@ -157,7 +157,7 @@ func (c *Crawler) commit(openWriter func() (*warc.Writer, error), group []result
 				return fmt.Errorf("crawl: route: %w", err)
 			}
 			continue
-		case r.outcome == "retry":
+		case r.outcome == "retry" && !revisitFailed(r):
 			if err := c.front.Defer(b, r.lease); err != nil {
 				return fmt.Errorf("crawl: frontier: %w", err)
 			}

@@ -242,11 +242,13 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 			Redirects: r.lease.Redirects, OffScopeHops: r.lease.OffScopeHops}
 	}
 	switch {
-	case cp == nil && had && (r.outcome == "error" || r.outcome == "robots"):
+	case cp == nil && had && (r.outcome == "error" || r.outcome == "robots" || revisitFailed(r)):
 		// A page that cannot be archived (an answer that is not HTTP, a
-		// name that no longer resolves) or may not be (robots.txt): as
-		// for a server error, a visit that found no change, which backs
-		// off a page that stays so, and keeps its last capture's fields.
+		// name that no longer resolves) or may not be (robots.txt), or
+		// whose revisit failed for a reason that may pass (the host down,
+		// perhaps for good): as for a server error, a visit that found no
+		// change, which backs off a page that stays so, and keeps its
+		// last capture's fields.
 		e.State, _ = policy.Next(old.State, now, false)
 	case cp == nil && had:
 		// Nothing learnt of the page: try again after its interval, within
@@ -309,7 +311,7 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 		interval = policy.Default
 	}
 	e.Due = now.Add(schedule.Jitter(u, interval))
-	if r.outcome == "retry" {
+	if r.outcome == "retry" && !revisitFailed(r) {
 		// The frontier keeps the URL aside and queues it again itself
 		// (Frontier.Defer): queued, as the schedule sees it, so that it is
 		// not queued twice.
@@ -320,6 +322,16 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 		prev = &old
 	}
 	return recrawl.Put(b, prev, e)
+}
+
+// revisitFailed reports a revisit whose fetch failed for a reason that may
+// pass. Unlike a URL never archived, which the frontier keeps aside and
+// tries again (Frontier.Defer) so that it is not lost, the page is in the
+// archive already: its schedule says when to come back, and backs off a
+// host gone for good as it does a server error, where the frontier would
+// try it again at every run and every hour of a node's, forever.
+func revisitFailed(r *result) bool {
+	return r.outcome == "retry" && r.lease.Revisit
 }
 
 // rescheduleLease puts a URL that was queued for a revisit but not visited

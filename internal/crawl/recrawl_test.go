@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -856,6 +857,15 @@ func (p *servedPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.status == -1 {
+		// The host resets the connection: a failure that may pass.
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.(*net.TCPConn).SetLinger(0)
+			conn.Close()
+		}
+		return
+	}
 	if p.status == 0 {
 		// Not HTTP: an answer that cannot be archived.
 		conn, buf, err := w.(http.Hijacker).Hijack()
@@ -969,9 +979,9 @@ func TestRecrawlRedirectWithAFreshSessionIDIsNoChange(t *testing.T) {
 func TestRecrawlBacksOffAPageThatStaysDown(t *testing.T) {
 	for _, c := range []struct {
 		name     string
-		status   int // 0: not HTTP
+		status   int // 0: not HTTP, -1: the connection reset
 		captures int
-	}{{"503", 503, 4}, {"not HTTP", 0, 1}} {
+	}{{"503", 503, 4}, {"not HTTP", 0, 1}, {"connection reset", -1, 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			p := &servedPage{}
 			p.set(200, "text/html", "", linkingPage)
@@ -987,6 +997,57 @@ func TestRecrawlBacksOffAPageThatStaysDown(t *testing.T) {
 				t.Errorf("the entry compares with digest %s and links %v; want the page's first capture, %s with its link", e.Digest, e.Links, caps[0].Digest)
 			}
 		})
+	}
+}
+
+// A revisit that fails for a reason that may pass (the host down) is not
+// kept aside for every later run to try again, as a URL never archived
+// is: its schedule backs it off, and a run that revisits what is due
+// leaves it alone until it is.
+func TestFailedRevisitWaitsForItsSchedule(t *testing.T) {
+	p := &servedPage{}
+	p.set(200, "text/html", "", linkingPage)
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/page" {
+			requests.Add(1)
+		}
+		p.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	u := srv.URL + "/page"
+	cfg := directConfig(t, u)
+	runCrawl(t, cfg)
+	p.set(-1, "", "", "")
+	lastVisitAnIntervalAgo(t, cfg.Data, u)
+	dueNow(t, cfg.Data, u)
+	due := cfg
+	due.Seeds, due.Recrawl = nil, true
+	for range 3 {
+		runCrawl(t, due)
+	}
+	if n := requests.Load(); n != 2 {
+		t.Errorf("%d requests of the page: want the first crawl's and one revisit, the one due", n)
+	}
+}
+
+// dueNow makes u's re-crawl entry due a minute ago.
+func dueNow(t *testing.T, data, u string) {
+	t.Helper()
+	db, err := OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := db.NewIndexedBatch()
+	e, ok, err := recrawl.Get(b, u)
+	if err != nil || !ok {
+		t.Fatalf("%s: no entry (%v)", u, err)
+	}
+	old := e
+	e.Due = time.Now().Add(-time.Minute)
+	if err := errors.Join(recrawl.Put(b, &old, e), b.Commit(pebble.Sync)); err != nil {
+		t.Fatal(err)
 	}
 }
 
