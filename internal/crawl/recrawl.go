@@ -439,8 +439,8 @@ func (c *Crawler) validators(cp, orig index.Capture) (etag, lastModified string)
 			continue
 		}
 		wh, h, err := warc.HTTPHeaderAt(c.warcDir, warc.Location{Segment: r.Segment, Offset: r.Offset, Length: r.Length})
-		if err != nil || wh.Get("WARC-Truncated") != "" {
-			continue // only a whole capture may be kept by a 304
+		if err != nil || wh.Get("WARC-Truncated") != "" && r.Type != warc.TypeRevisit {
+			continue // only a whole capture may be kept by a 304 (a revisit's truncation is of the payload it points at)
 		}
 		if etag, lastModified = validator(h.Get("ETag")), validator(h.Get("Last-Modified")); etag != "" || lastModified != "" {
 			return etag, lastModified

@@ -127,10 +127,15 @@ type RefersTo struct {
 }
 
 // NewRevisit returns a revisit record: the HTTP response headers of a
-// capture whose payload is stored in an earlier record.
+// capture whose payload is stored in an earlier record. Those of an
+// identical payload are the response cut before its payload, which WARC
+// 1.1 §6.7.2 has marked "WARC-Truncated: length"; a 304's are all of it.
 func NewRevisit(uri string, date time.Time, profile string, rawHeaders []byte, payloadDigest string, refersTo RefersTo) *Record {
 	r := newRecord(TypeRevisit, uri, date, "application/http;msgtype=response", rawHeaders)
 	r.Header.Set("WARC-Profile", profile)
+	if profile == ProfileIdenticalPayload && len(rawHeaders) > 0 {
+		r.Header.Set("WARC-Truncated", "length")
+	}
 	if payloadDigest != "" {
 		r.Header.Set("WARC-Payload-Digest", payloadDigest)
 	}

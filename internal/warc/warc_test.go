@@ -625,3 +625,24 @@ func TestHTTPHeaderAtCorruptMember(t *testing.T) {
 		t.Errorf("a member corrupt after the ETag: fields %v, %v; want an error and none", h, err)
 	}
 }
+
+// WARC 1.1 §6.7.2: a revisit of an identical payload that keeps the
+// response's HTTP headers is that response cut before its payload, and
+// says so; one with no block, or a 304's, cuts nothing.
+func TestIdenticalPayloadRevisitIsMarkedTruncated(t *testing.T) {
+	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n")
+	for _, c := range []struct {
+		profile string
+		block   []byte
+		want    string
+	}{
+		{ProfileIdenticalPayload, head, "length"},
+		{ProfileIdenticalPayload, nil, ""},
+		{ProfileServerNotModified, []byte("HTTP/1.1 304 Not Modified\r\n\r\n"), ""},
+	} {
+		rv := NewRevisit("http://example.com/", when, c.profile, c.block, "sha1:AAAA", RefersTo{})
+		if got := rv.Header.Get("WARC-Truncated"); got != c.want {
+			t.Errorf("%s with a block of %d bytes: WARC-Truncated %q, want %q", c.profile, len(c.block), got, c.want)
+		}
+	}
+}
