@@ -283,9 +283,31 @@ func claimOrphans(b *pebble.Batch, recordID, digest string) error {
 // archive holds a capture there. An orphan whose revisit left the index
 // (released, dropped as damaged) is deleted. It counts the revisits
 // whose payload the archive still does not hold.
+//
+// A revisit adopted passes the digest on to those that name it by record
+// ID, and one named by URL and date to those naming it so, in the next
+// pass: a chain of revisits imported before its original resolves one
+// link a pass, until a pass adopts nothing.
 func (im *importer) adoptOrphans(ctx context.Context) error {
-	b := im.db.NewBatch()
+	for pass := 0; ; pass++ {
+		im.stats.Unresolved = 0
+		adopted, err := im.adoptPass(ctx)
+		if err != nil || adopted == 0 || im.stats.Unresolved == 0 || pass == maxRevisitChain {
+			return err
+		}
+	}
+}
+
+// maxRevisitChain bounds adoptOrphans's passes: years of daily visits,
+// each a 304 naming the one before.
+const maxRevisitChain = 4096
+
+// adoptPass is one pass of adoptOrphans over the orphans; it returns how
+// many it adopted.
+func (im *importer) adoptPass(ctx context.Context) (int, error) {
+	b := im.db.NewIndexedBatch() // claimOrphans reads it
 	defer b.Close()
+	adopted := 0
 	flush := func(force bool) error {
 		if b.Count() == 0 || !force && b.Count() < 4096 {
 			return nil
@@ -317,6 +339,10 @@ func (im *importer) adoptOrphans(ctx context.Context) error {
 				return err
 			}
 		}
+		if err := claimOrphans(b, o.RecordID, first.Digest); err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		adopted++
 		return forget(o)
 	}
 	byID := map[string][]orphan{} // not walked for yet, by the record ID they name
@@ -335,23 +361,37 @@ func (im *importer) adoptOrphans(ctx context.Context) error {
 		return im.placeOrphan(ctx, o, adopt)
 	})
 	if err != nil {
-		return err
+		return adopted, err
 	}
 	if len(byID) > 0 {
 		err := index.New(im.db).Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
-			if os, ok := byID[c.RecordID]; ok && c.Type != warc.TypeRevisit && c.Digest != "" {
-				delete(byID, c.RecordID)
-				for _, o := range os {
+			os, ok := byID[c.RecordID]
+			if !ok || c.Digest == "" {
+				return true, nil
+			}
+			delete(byID, c.RecordID)
+			for _, o := range os {
+				if c.Type != warc.TypeRevisit {
 					if err := adopt(o, c); err != nil {
 						return false, err
 					}
+					continue
+				}
+				// A revisit named: o repeats the payload it repeats,
+				// which the archive may hold or not.
+				o.Digest, o.Walk = c.Digest, false
+				if err := errors.Join(putOrphan(b, o), b.Delete(orphanRefKey(o.RefersTo, o.RecordID), nil)); err != nil {
+					return false, fmt.Errorf("import: %w", err)
+				}
+				if err := im.placeOrphan(ctx, o, adopt); err != nil {
+					return false, err
 				}
 			}
 			return len(byID) > 0, nil
 		})
 		if err != nil {
 			// Cut short: the walk is done again by the next Import.
-			return errors.Join(fmt.Errorf("import: %w", err), flush(true))
+			return adopted, errors.Join(fmt.Errorf("import: %w", err), flush(true))
 		}
 		for _, os := range byID {
 			for _, o := range os {
@@ -359,15 +399,15 @@ func (im *importer) adoptOrphans(ctx context.Context) error {
 				// which claims it, resolves it.
 				o.Walk = false
 				if err := putOrphan(b, o); err != nil {
-					return fmt.Errorf("import: %w", err)
+					return adopted, fmt.Errorf("import: %w", err)
 				}
 				if err := im.placeOrphan(ctx, o, adopt); err != nil {
-					return err
+					return adopted, err
 				}
 			}
 		}
 	}
-	return flush(true)
+	return adopted, flush(true)
 }
 
 // maxWalk bounds the orphans one Import walks the index for (and holds in
@@ -390,11 +430,15 @@ func (im *importer) placeOrphan(ctx context.Context, o orphan, adopt func(orphan
 		// Named by URL and date, as Heritrix names it: replay finds the
 		// original so, if the archive holds a capture there that is none
 		// of the revisits.
-		var held *index.Capture
+		var held, revisit *index.Capture
 		if key, err := urlkey.SURT(o.Target); err == nil {
 			err = index.New(im.db).CapturesBetween(ctx, key, o.TargetAt.Add(-time.Second), o.TargetAt.Add(time.Second), false, func(c index.Capture) (bool, error) {
-				if c.Type != warc.TypeRevisit && (o.Digest == "" || c.Digest == o.Digest) {
+				switch {
+				case o.Digest != "" && c.Digest != o.Digest:
+				case c.Type != warc.TypeRevisit:
 					held = &c
+				case c.Digest != "" && revisit == nil:
+					revisit = &c
 				}
 				return held == nil, nil
 			})
@@ -404,6 +448,17 @@ func (im *importer) placeOrphan(ctx context.Context, o orphan, adopt func(orphan
 		}
 		if held != nil {
 			return adopt(o, *held)
+		}
+		if revisit != nil && o.Digest == "" {
+			// A revisit named, which repeats a payload replay finds by
+			// its digest: held if the archive has a capture of it.
+			first, ok, err := index.ByDigest(im.db, revisit.Digest)
+			if err != nil {
+				return fmt.Errorf("import: %w", err)
+			}
+			if ok {
+				return adopt(o, first)
+			}
 		}
 	}
 	im.stats.Unresolved++
@@ -646,10 +701,12 @@ func (im *importer) add(g *group, rec *warc.Record, label string, offset int64) 
 // maxSeenDigests bounds importer.seenDigests; past it, it starts again.
 const maxSeenDigests = 1 << 16
 
-// seen notes the digest of a response or resource this run indexed or
-// skipped.
+// seen notes the digest of a capture this run indexed or skipped: a
+// response's or resource's, or the one a revisit repeats, for a revisit
+// naming that revisit in turn (a chain of 304s, each naming the visit
+// before by record ID alone, as some tools write them).
 func (im *importer) seen(cp *index.Capture) {
-	if cp.Type == warc.TypeRevisit || cp.RecordID == "" || cp.Digest == "" {
+	if cp.RecordID == "" || cp.Digest == "" {
 		return
 	}
 	if len(im.seenDigests) >= maxSeenDigests {
@@ -876,12 +933,10 @@ func (im *importer) commit(g *group) error {
 				return fail(err)
 			}
 		}
-		if cp.Type != warc.TypeRevisit {
-			if err := claimOrphans(b, cp.RecordID, cp.Digest); err != nil {
-				return fail(err)
-			}
-			im.seen(&cp)
+		if err := claimOrphans(b, cp.RecordID, cp.Digest); err != nil {
+			return fail(err)
 		}
+		im.seen(&cp)
 		if err := index.Put(b, cp); err != nil {
 			return fail(err)
 		}

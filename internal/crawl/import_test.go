@@ -1074,3 +1074,70 @@ func TestImportedPayloadDigestMustBeThePayloads(t *testing.T) {
 		t.Errorf("the chunked record is indexed by %s, want the digest its file gives, over the framing (%s)", c.Digest, warc.Digest([]byte(chunkedBody)))
 	}
 }
+
+// A chain of server-not-modified revisits, each naming the visit before,
+// itself a revisit, by record ID alone (WARC Annex C's example, common in
+// WARC/1.0 files), or by URL and date, resolves to the response that holds
+// the payload: in one file, over several Imports, and with the revisits
+// imported before what they name.
+func TestImportResolvesChainsOfRevisits(t *testing.T) {
+	orig, _ := htmlResponse(t, "the text of a page visited four times ")
+	at, _ := orig.Date()
+	notModified := []byte("HTTP/1.1 304 Not Modified\r\n\r\n")
+	const profile = "http://netpreserve.org/warc/1.0/revisit/server-not-modified"
+	r2 := warc.NewRevisit("http://a.example/", at.Add(time.Hour), profile, notModified, "", warc.RefersTo{ID: orig.ID()})
+	r3 := warc.NewRevisit("http://a.example/", at.Add(2*time.Hour), profile, notModified, "", warc.RefersTo{ID: r2.ID()})
+	r4 := warc.NewRevisit("http://a.example/", at.Add(3*time.Hour), profile, notModified, "",
+		warc.RefersTo{URI: "http://a.example/", Date: at.Add(2 * time.Hour)})
+	digest := orig.Header.Get("WARC-Payload-Digest")
+	for _, c := range []struct {
+		name string
+		runs [][]*warc.Record
+	}{
+		{"in one file", [][]*warc.Record{{orig, r2, r3, r4}}},
+		{"one Import each", [][]*warc.Record{{orig}, {r2}, {r3}, {r4}}},
+		{"newest first", [][]*warc.Record{{r4}, {r3}, {r2}, {orig}}},
+		{"the original last", [][]*warc.Record{{r2, r3, r4}, {orig}}},
+	} {
+		data := t.TempDir()
+		var s ImportStats
+		for _, recs := range c.runs {
+			s = importFiles(t, data, warcFile(t, recs...))
+		}
+		if s.Unresolved != 0 {
+			t.Errorf("%s: %d revisits counted unresolved after the last Import, want none", c.name, s.Unresolved)
+		}
+		caps := archived(t, data)["http://a.example/"]
+		if len(caps) != 4 {
+			t.Fatalf("%s: %d captures, want 4", c.name, len(caps))
+		}
+		db, err := OpenDB(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := archive.NewLocal(index.New(db), filepath.Join(data, "warc"))
+		for _, cp := range caps[1:] {
+			rec, err := a.Record(context.Background(), cp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := archive.Original(context.Background(), a, cp, rec.Header)
+			if err != nil || o.RecordID != orig.ID() {
+				t.Errorf("%s: the revisit at %s resolves to %s (%v), want the response %s", c.name, cp.Timestamp14(), o.RecordID, err, orig.ID())
+			}
+			if cp.Digest != digest {
+				t.Errorf("%s: the revisit at %s is indexed with digest %q, want its payload's %s", c.name, cp.Timestamp14(), cp.Digest, digest)
+			}
+		}
+		db.Close()
+	}
+	// Without the original, every revisit of the chain stays counted,
+	// though the first names the payload's digest.
+	withDigest := warc.NewRevisit("http://a.example/", at.Add(time.Hour), profile, notModified, digest, warc.RefersTo{ID: orig.ID()})
+	after := warc.NewRevisit("http://a.example/", at.Add(2*time.Hour), profile, notModified, "", warc.RefersTo{ID: withDigest.ID()})
+	data := t.TempDir()
+	importFiles(t, data, warcFile(t, withDigest))
+	if s := importFiles(t, data, warcFile(t, after)); s.Unresolved != 2 {
+		t.Errorf("a chain whose original is not imported: %d revisits counted unresolved, want 2", s.Unresolved)
+	}
+}
