@@ -394,11 +394,16 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 					continue // queued or rescheduled meanwhile
 				}
 				if c.owner(e.URL) != "" {
-					// Another node holds the host now; its schedule is its own.
-					// Keep the entry for when the host comes back.
+					// Another node holds the host now; its schedule is its own,
+					// and its copies bring this entry up to date. Keep the
+					// entry for when the host comes back, looking again after
+					// an interval, an hour at most: an owner behind (the site
+					// down, a backlog) may leave, and this node then takes
+					// the site over with its entries due as their schedule
+					// says, not a whole interval late.
 					old := e
 					e.State = rebound(c.cfg.Schedules.For(e.URL), e.State)
-					e.Due = now.Add(schedule.Jitter(e.URL, max(e.State.Interval, time.Hour)))
+					e.Due = now.Add(schedule.Jitter(e.URL, notOwnedRecheck(e.State.Interval)))
 					if err := recrawl.Put(b, &old, e); err != nil {
 						return err
 					}
@@ -422,6 +427,16 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// notOwnedRecheck is how long an entry due on a node that does not hold
+// its host waits before queueDue looks at it again: its interval, an hour
+// at most.
+func notOwnedRecheck(interval time.Duration) time.Duration {
+	if interval <= 0 || interval > time.Hour {
+		return time.Hour
+	}
+	return interval
 }
 
 // validators returns the ETag and Last-Modified that make the first

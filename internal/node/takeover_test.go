@@ -1,0 +1,122 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/waggle-archive/waggle/internal/recrawl"
+	"github.com/waggle-archive/waggle/internal/schedule"
+	"github.com/waggle-archive/waggle/internal/urlkey"
+)
+
+// A site's owner falls behind (the site is down, its revisits fail, no
+// copy reaches the replica), and the replica's entries fall due while it
+// does not hold the site. When the owner leaves, the replica takes the
+// site over and revisits its pages as their schedule says, not a whole
+// interval (a day, by default) late.
+func TestTakeoverRevisitsOnSchedule(t *testing.T) {
+	pages := []string{"/", "/a", "/b", "/c"}
+	var down atomic.Bool
+	var mu sync.Mutex
+	fetched := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		if down.Load() {
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close() // a failure that may pass
+			}
+			return
+		}
+		mu.Lock()
+		fetched[r.URL.Path]++
+		mu.Unlock()
+		etag := `"v1` + r.URL.Path + `"`
+		w.Header().Set("ETag", etag)
+		if r.Header.Get("If-None-Match") == etag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, "<html><body><p>page %s</p>", r.URL.Path)
+		if r.URL.Path == "/" {
+			for _, p := range pages[1:] {
+				fmt.Fprintf(w, `<a href="%s">%s</a>`, p, p)
+			}
+		}
+		fmt.Fprint(w, "</body></html>")
+	}))
+	defer srv.Close()
+	fetches := func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		m := map[string]int{}
+		for k, v := range fetched {
+			m[k] = v
+		}
+		return m
+	}
+	rule, err := recrawl.ParseRule("3s,1s,10s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := startNetwork(t, 2, "", func(c *Config) {
+		c.Replicas = 2
+		c.Crawl.Schedules = recrawl.NewRules(schedule.DefaultPolicy(), rule)
+	})
+	seed := srv.URL + "/"
+	if _, err := Submit(context.Background(), nodes[0].data, []string{seed}); err != nil {
+		t.Fatal(err)
+	}
+	owner, replica := nodes[0], nodes[1]
+	if owner.router.Owner(urlkey.Site(seed)) != "" {
+		owner, replica = replica, owner
+	}
+	waitFor(t, "every page fetched and revisited", func() bool {
+		f := fetches()
+		for _, p := range pages {
+			if f[p] < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	waitCopies(t, 2, nodes...)
+
+	down.Store(true)
+	waitFor(t, "the replica's entries to fall due while it does not hold the site", func() bool {
+		es, err := recrawl.Entries(replica.db, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		looked := 0
+		for _, e := range es {
+			// Looked at by queueDue once due: pushed past its due time.
+			if !strings.HasSuffix(e.URL, "/robots.txt") && !e.Due.IsZero() && e.Due.Sub(e.State.LastVisit) > e.State.Interval*3/2 {
+				looked++
+			}
+		}
+		return looked == len(pages)
+	})
+	down.Store(false)
+	before := fetches()
+	leave(t, owner)
+	waitMembers(t, 1, replica)
+	waitFor(t, "the new owner to revisit every page (schedule: every 1 to 10 s)", func() bool {
+		after := fetches()
+		for _, p := range pages {
+			if after[p] == before[p] {
+				return false
+			}
+		}
+		return true
+	})
+}
