@@ -269,7 +269,7 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 		}
 		changed := !old.Captured() || old.Changed(cp.Digest, head)
 		if old.Captured() {
-			e.State, _ = policy.Next(old.State, now, changed)
+			e.State, _ = policy.Next(old.State, now, changed && !sameText(&old, cp, head))
 		} else {
 			e.State, _ = policy.First(now)
 		}
@@ -332,6 +332,23 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 // try it again at every run and every hour of a node's, forever.
 func revisitFailed(r *result) bool {
 	return r.outcome == "retry" && r.lease.Revisit
+}
+
+// sameText reports a capture whose bytes differ from the entry's last but
+// that shows the page as it was, for its schedule: the same head, and the
+// same text (SimHash distance 0: markup, tokens and numbers aside — a
+// request ID, a nonce, a visitor count), or an error page still answering
+// so (4xx: its body is no content of the page). Such a page is stored
+// again, as any new bytes are, but backs off as one that did not change,
+// rather than being fetched at the schedule's minimum forever.
+func sameText(old *recrawl.Entry, cp *index.Capture, head uint64) bool {
+	if old.Head != head || head == 0 || cp.Type != warc.TypeResponse {
+		return false
+	}
+	if cp.Status >= 400 && cp.Status < 500 {
+		return true
+	}
+	return old.SimHash != 0 && cp.SimHash == old.SimHash
 }
 
 // rescheduleLease puts a URL that was queued for a revisit but not visited

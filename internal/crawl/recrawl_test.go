@@ -1000,6 +1000,52 @@ func TestRecrawlBacksOffAPageThatStaysDown(t *testing.T) {
 	}
 }
 
+// A page whose bytes differ at every visit by a number only (a request ID,
+// a visitor count), or an error page still answering so, is stored again
+// at each visit, but its schedule counts no change and backs it off. A
+// change of its text is a change.
+func TestRecrawlTextUnchangedIsNoChangeForTheSchedule(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		status  int
+		words   bool // the text changes too
+		changes int
+	}{
+		{"a number changes", 200, false, 0},
+		{"a 404 page's body changes", 404, true, 1}, // 200 → 404 is a change; the 404s after are not
+		{"the text changes", 200, true, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &servedPage{}
+			n := 1000
+			words := []string{"apples", "pears", "plums", "cherries", "quinces"}
+			body := func() string {
+				n++
+				w := words[0]
+				if c.words {
+					w = words[n%len(words)]
+				}
+				return fmt.Sprintf(`<html><body><p>A page about %s, whose request id %d is shown at the bottom.</p></body></html>`, w, n)
+			}
+			p.set(200, "text/html", "", body())
+			next := func() { p.set(c.status, "text/html", "", body()) }
+			all, e := recrawlPage(t, p, next, next, next)
+			responses := 0
+			for _, cp := range all["/page"] {
+				if cp.Type == warc.TypeResponse {
+					responses++
+				}
+			}
+			if responses != 4 {
+				t.Errorf("%d responses stored of 4 visits, want every new payload stored", responses)
+			}
+			if e.State.Visits != 3 || int(e.State.Changes) != c.changes {
+				t.Errorf("%d visits, %d changes; want 3 and %d", e.State.Visits, e.State.Changes, c.changes)
+			}
+		})
+	}
+}
+
 // A revisit that fails for a reason that may pass (the host down) is not
 // kept aside for every later run to try again, as a URL never archived
 // is: its schedule backs it off, and a run that revisits what is due
