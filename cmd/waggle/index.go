@@ -69,10 +69,18 @@ func runIndexVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	defer db.Close()
 	start := time.Now()
 	local := archive.NewLocal(index.New(db), filepath.Join(*data, "warc"))
+	var damaged []index.Capture
 	st, err := local.Verify(ctx, func(c index.Capture, err error) error {
+		damaged = append(damaged, c)
 		_, werr := fmt.Fprintf(stdout, "damaged: %s %s %s:%d: %v\n", c.URL, c.Timestamp14(), c.Segment, c.Offset, err)
 		return werr
 	})
+	// The next re-crawl fetches their pages whole, and stores their
+	// payloads again when met, rather than pointing at bytes that cannot
+	// be read.
+	if ferr := crawl.ForgetDamagedPayloads(db, damaged); ferr != nil && err == nil {
+		err = ferr
+	}
 	elapsed := time.Since(start)
 	fmt.Fprintf(stderr, "%d captures checked, %s of blocks, %d damaged, in %s (%.1f MiB/s)\n",
 		st.Captures, humanBytes(st.Bytes), st.Damaged, elapsed.Round(time.Millisecond), float64(st.Bytes)/(1<<20)/max(elapsed.Seconds(), 1e-9))
@@ -80,7 +88,7 @@ func runIndexVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	if st.Damaged > 0 {
-		return fmt.Errorf("%d of %d captures are damaged: restore their segments from a backup (a node of a network with replicas gets them back from the others when it reads them)", st.Damaged, st.Captures)
+		return fmt.Errorf("%d of %d captures are damaged: restore their segments from a backup (a node of a network with replicas gets them back from the others when it reads them); meanwhile the next re-crawl fetches their pages whole", st.Damaged, st.Captures)
 	}
 	return nil
 }

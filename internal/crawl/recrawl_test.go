@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/frontier"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
@@ -1286,5 +1288,89 @@ func TestNodeRefusedSeedTakenWhenGivenAgain(t *testing.T) {
 	restarted.AllowPrivate = true
 	if s := runCrawl(t, restarted); s.New != 1 || hits()["/page"] != 1 {
 		t.Errorf("restarted with AllowPrivate and the seed given again: %d captures, %d requests; want the seed fetched", s.New, hits()["/page"])
+	}
+}
+
+// A capture found damaged (waggle index verify; a node's scrub, when no
+// other node holds a good copy) is no longer compared with: the next visit
+// of its page fetches it whole, with no condition a 304 could answer, and
+// stores it, rather than making one more revisit of bytes that cannot be
+// read.
+func TestDamagedCaptureIsFetchedWholeAgain(t *testing.T) {
+	var conditional []bool
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/page" {
+			mu.Lock()
+			conditional = append(conditional, r.Header.Get("If-None-Match") != "")
+			mu.Unlock()
+		}
+		if notModified(w, r, `"v1"`) {
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, linkingPage)
+	}))
+	defer srv.Close()
+	page := srv.URL + "/page"
+	cfg := directConfig(t, page)
+	runCrawl(t, cfg)
+	first := archived(t, cfg.Data)[page][0]
+	path := filepath.Join(cfg.Data, "warc", first.Segment)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	at := first.Offset + first.Length/2
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	db, err := OpenDB(cfg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var damaged []index.Capture
+	if _, err := archive.NewLocal(index.New(db), filepath.Join(cfg.Data, "warc")).Verify(context.Background(), func(c index.Capture, _ error) error {
+		damaged = append(damaged, c)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(damaged) != 1 || damaged[0].RecordID != first.RecordID {
+		t.Fatalf("verify found %v damaged, want the page's capture", damaged)
+	}
+	if err := ForgetDamagedPayloads(db, damaged); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	all := cfg
+	all.Seeds, all.RecrawlAll = nil, true
+	for range 2 {
+		lastVisitAnIntervalAgo(t, cfg.Data, page)
+		runCrawl(t, all)
+	}
+	caps := archived(t, cfg.Data)[page]
+	if len(caps) != 3 || caps[1].Type != warc.TypeResponse || caps[2].Type != warc.TypeRevisit {
+		t.Fatalf("captures %v: want the damaged one, the page stored whole again, and a revisit of that", caps)
+	}
+	rec, err := warc.ReadAt(filepath.Join(cfg.Data, "warc"), warc.Location{Segment: caps[2].Segment, Offset: caps[2].Offset, Length: caps[2].Length})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Header.Get("WARC-Refers-To"); got != caps[1].RecordID {
+		t.Errorf("the revisit after refers to %s, want the capture stored again, %s", got, caps[1].RecordID)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []bool{false, false, true}; !slices.Equal(conditional, want) {
+		t.Errorf("requests conditional: %v, want %v", conditional, want)
 	}
 }

@@ -449,3 +449,50 @@ func (c *Crawler) DropDamaged(ctx context.Context, cp index.Capture) error {
 	}
 	return err
 }
+
+// forgetDamagedPayload stages into b, which must be indexed, that the
+// record of capture cp was found damaged and cannot be repaired here: the
+// next visit of its URL, if its re-crawl entry compares with cp, fetches
+// the page whole, with no condition a 304 could answer; and a payload
+// fetched again with cp's digest is stored, not made a revisit of
+// unreadable bytes. The capture itself stays indexed, and reported, for
+// its segment to be restored from a backup.
+func forgetDamagedPayload(b *pebble.Batch, cp index.Capture) error {
+	if cp.Type != warc.TypeResponse && cp.Type != warc.TypeResource {
+		return nil // a revisit holds no payload to compare with
+	}
+	if err := index.DeleteDigest(b, cp); err != nil {
+		return err
+	}
+	e, ok, err := recrawl.Get(b, cp.URL)
+	if err != nil || !ok || e.Payload.RecordID != cp.RecordID {
+		return err
+	}
+	old := e
+	e.ETag, e.LastModified, e.Digest = "", "", ""
+	return recrawl.Put(b, &old, e)
+}
+
+// ForgetDamagedPayload is the package function, for a running crawler.
+func (c *Crawler) ForgetDamagedPayload(ctx context.Context, cp index.Capture) error {
+	return c.Update(ctx, func(b *pebble.Batch) error { return forgetDamagedPayload(b, cp) })
+}
+
+// ForgetDamagedPayloads is ForgetDamagedPayload for captures of an archive
+// no crawler has open (waggle index verify).
+func ForgetDamagedPayloads(db *pebble.DB, caps []index.Capture) error {
+	if len(caps) == 0 {
+		return nil
+	}
+	b := db.NewIndexedBatch()
+	defer b.Close()
+	for _, cp := range caps {
+		if err := forgetDamagedPayload(b, cp); err != nil {
+			return fmt.Errorf("crawl: %w", err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("crawl: %w", err)
+	}
+	return nil
+}

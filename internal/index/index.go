@@ -402,6 +402,13 @@ func Delete(b *pebble.Batch, c Capture) error {
 	if err := b.Delete(captureKey(c.URLKey, c.Time), nil); err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
+	return DeleteDigest(b, c)
+}
+
+// DeleteDigest stages the removal of c as the first capture of its payload
+// digest, if it is: a later capture of the payload is then stored, and
+// becomes the first. b must be indexed.
+func DeleteDigest(b *pebble.Batch, c Capture) error {
 	if c.Digest == "" {
 		return nil
 	}

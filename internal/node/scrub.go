@@ -101,6 +101,9 @@ func (n *Node) scrubDamaged(ctx context.Context, c index.Capture, why error) {
 		return
 	}
 	n.scrubs.unrepairable.Add(1)
+	if err := n.crawl.ForgetDamagedPayload(ctx, c); err != nil && ctx.Err() == nil {
+		n.log.Warn("node: cannot have a damaged capture's page fetched whole again", "url", c.URL, "err", err)
+	}
 	n.log.Error("a record is damaged and no other node holds a good copy: restore its segment from a backup",
 		"url", c.URL, "timestamp", c.Timestamp14(), "segment", c.Segment, "offset", c.Offset, "err", why)
 }
