@@ -82,7 +82,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	source := "the node running on " + *data + " (the captures of its whole network)"
 	s, err := node.Export(ctx, *data, sel, tmp)
 	if errors.Is(err, node.ErrNotRunning) {
-		source = *data + " (this node's own captures; start the node to export the whole network's)"
+		source = *data + " (the captures in this data directory; for a node of a network, start the node to export the whole network's)"
 		s, err = exportStopped(ctx, *data, dir, sel, tmp)
 	}
 	if err != nil {
