@@ -204,7 +204,10 @@ func original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (o
 			next, named = revisit, revisit != nil
 		}
 	}
-	if c.Digest != "" {
+	if c.Digest != "" && !named {
+		// A revisit named is followed even when the digest would lead
+		// to the payload at once: an export takes the chain along, for
+		// a tool that resolves the revisit as its record names it.
 		orig, ok, err := a.ByDigest(ctx, c, c.Digest)
 		if err != nil {
 			return index.Capture{}, nil, false, err
