@@ -17,7 +17,7 @@ import (
 var ErrNoOriginal = errors.New("archive: the payload the revisit refers to is not in the archive")
 
 // ErrRevisitLoop reports revisits that name each other in a loop, or in a
-// chain of more than maxRevisitChain: they lead to no payload, and never
+// chain of more than MaxRevisitChain: they lead to no payload, and never
 // will, unlike a capture named that is missing (which on a network may be
 // on a node that is away). It is an ErrNoOriginal too (errors.Is): no
 // capture holding the payload is found.
@@ -75,7 +75,7 @@ func NewChains() *Chains { return &Chains{ends: map[chainLink]chainEnd{}} }
 // in order: some tools write each server-not-modified revisit against the
 // visit before, itself a revisit, with no payload digest to look the
 // payload up by, so that a copy of c resolves only with them. Up to
-// maxRevisitChain revisits are followed, never one twice; an error reading
+// MaxRevisitChain revisits are followed, never one twice; an error reading
 // one wraps ErrChainRecord. It starts from what cs remembers: from a
 // revisit resolved before, the revisits on are not returned again (they
 // were then).
@@ -91,7 +91,7 @@ func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h war
 		}
 		if end, ok := cs.lookup(*next); ok {
 			via = append(via, *next)
-			if len(via)+end.steps > maxRevisitChain {
+			if len(via)+end.steps > MaxRevisitChain {
 				// Too long from first, not from those it passed.
 				return index.Capture{}, via, tooLong()
 			}
@@ -109,7 +109,7 @@ func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h war
 			cs.remember(first, via, chainEnd{err: err})
 			return index.Capture{}, via, err
 		}
-		if len(via) == maxRevisitChain {
+		if len(via) == MaxRevisitChain {
 			return index.Capture{}, via, tooLong()
 		}
 		followed[linkOf(*next)] = true
@@ -130,7 +130,7 @@ func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h war
 }
 
 func tooLong() error {
-	return fmt.Errorf("%w: more than %d revisits in a row name each other", ErrRevisitLoop, maxRevisitChain)
+	return fmt.Errorf("%w: more than %d revisits in a row name each other", ErrRevisitLoop, MaxRevisitChain)
 }
 
 func (cs *Chains) lookup(c index.Capture) (chainEnd, bool) {
@@ -163,9 +163,9 @@ func (cs *Chains) remember(first index.Capture, via []index.Capture, end chainEn
 	cs.ends[linkOf(first)] = end
 }
 
-// maxRevisitChain bounds the revisits Chain follows from one revisit:
+// MaxRevisitChain bounds the revisits Resolve follows from one revisit:
 // years of daily visits, each a 304 naming the one before.
-const maxRevisitChain = 4096
+const MaxRevisitChain = 4096
 
 // chainLink identifies a capture in a chain of revisits, whatever its index
 // entry holds (an import may give no record ID).

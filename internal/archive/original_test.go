@@ -69,10 +69,10 @@ func (a *chainArchive) Record(_ context.Context, c index.Capture) (*warc.Record,
 }
 
 // Whatever order its revisits are resolved in, a chain resolves as it
-// would walked afresh: within maxRevisitChain revisits of the original,
+// would walked afresh: within MaxRevisitChain revisits of the original,
 // and not beyond.
 func TestChainsBoundDoesNotDependOnOrder(t *testing.T) {
-	a, rev := newChainArchive(t, maxRevisitChain+2)
+	a, rev := newChainArchive(t, MaxRevisitChain+2)
 	ctx := context.Background()
 	cs := NewChains()
 	resolve := func(i int) error {
@@ -87,11 +87,11 @@ func TestChainsBoundDoesNotDependOnOrder(t *testing.T) {
 		}
 		return err
 	}
-	// The revisit maxRevisitChain+1 after the original names maxRevisitChain
+	// The revisit MaxRevisitChain+1 after the original names MaxRevisitChain
 	// revisits before it: it resolves. The next names one more: it does not.
-	for _, i := range []int{maxRevisitChain, maxRevisitChain + 2, maxRevisitChain + 1, 1} {
+	for _, i := range []int{MaxRevisitChain, MaxRevisitChain + 2, MaxRevisitChain + 1, 1} {
 		err := resolve(i)
-		if fails := i > maxRevisitChain+1; (err != nil) != fails || fails && !errors.Is(err, ErrRevisitLoop) {
+		if fails := i > MaxRevisitChain+1; (err != nil) != fails || fails && !errors.Is(err, ErrRevisitLoop) {
 			t.Errorf("revisit %d: %v; want failure %v, as a chain that never ends", i, err, fails)
 		}
 	}

@@ -525,9 +525,6 @@ func dropUnqueuedSeeds(b *pebble.Batch, seeds []string) error {
 	return nil
 }
 
-// queueRevisits queues the URLs due for a visit (all of them with
-// RecrawlAll) and, in a continuous crawl, starts queueing URLs as they
-// fall due.
 // settleEntries gives every URL of the archive its re-crawl entry under its
 // key: entries of an older layout moved, captures imported since given
 // theirs. Each step is a no-op once done.
@@ -544,6 +541,9 @@ func (c *Crawler) settleEntries(ctx context.Context) {
 	}
 }
 
+// queueRevisits queues the URLs due for a visit (all of them with
+// RecrawlAll) and, in a continuous crawl, starts queueing URLs as they
+// fall due.
 func (c *Crawler) queueRevisits(ctx context.Context) {
 	c.settleEntries(ctx)
 	if n, err := c.applyRules(ctx); err != nil {

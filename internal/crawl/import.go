@@ -19,6 +19,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/extract"
 	"github.com/waggle-archive/waggle/internal/fetch"
 	"github.com/waggle-archive/waggle/internal/index"
@@ -292,15 +293,12 @@ func (im *importer) adoptOrphans(ctx context.Context) error {
 	for pass := 0; ; pass++ {
 		im.stats.Unresolved = 0
 		adopted, err := im.adoptPass(ctx)
-		if err != nil || adopted == 0 || im.stats.Unresolved == 0 || pass == maxRevisitChain {
+		// A chain longer than replay follows would not replay anyway.
+		if err != nil || adopted == 0 || im.stats.Unresolved == 0 || pass == archive.MaxRevisitChain {
 			return err
 		}
 	}
 }
-
-// maxRevisitChain bounds adoptOrphans's passes: years of daily visits,
-// each a 304 naming the one before.
-const maxRevisitChain = 4096
 
 // adoptPass is one pass of adoptOrphans over the orphans; it returns how
 // many it adopted.
@@ -1015,18 +1013,14 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 	}
 	cp := &index.Capture{URLKey: key, Time: date, URL: uri, Type: typ, RecordID: rec.ID()}
 	digest := normalizeDigest(rec.Header.Get("WARC-Payload-Digest"))
+	// readings are the payload, and for a response its bytes as sent
+	// (chunk framing kept): what a claimed digest may be of.
+	var readings [][]byte
 	switch typ {
 	case warc.TypeResource:
 		cp.Status = 200
 		cp.MIME = mediaType(http.Header{"Content-Type": {rec.Header.Get("Content-Type")}}, nil)
-		if digest == "" {
-			digest = warc.Digest(rec.Block)
-		} else if !sha1Holds(digest, rec.Block) {
-			claimed := digest
-			digest = warc.Digest(rec.Block)
-			cp.Digest = digest
-			return cp, fmt.Sprintf("its WARC-Payload-Digest %s is not its payload's (%s): indexed by its payload's", claimed, digest)
-		}
+		readings = [][]byte{rec.Block}
 	case warc.TypeResponse:
 		status, h, ok := parseHTTPHead(rec.Block)
 		if !ok {
@@ -1036,20 +1030,21 @@ func captureOf(rec *warc.Record) (*index.Capture, string) {
 		cp.Redirect = redirectOf(uri, status, h)
 		payload, _ := warc.HTTPBody(rec.Block, h)
 		cp.SimHash = pageSimHash(status, h, payload)
-		if digest == "" {
-			digest = warc.Digest(payload)
-		} else if !sha1Holds(digest, payload, rec.Block[max(0, warc.HTTPHeaderEnd(rec.Block)):]) {
-			claimed := digest
-			digest = warc.Digest(payload)
-			cp.Digest = digest
-			return cp, fmt.Sprintf("its WARC-Payload-Digest %s is not its payload's (%s): indexed by its payload's", claimed, digest)
-		}
+		readings = [][]byte{payload, rec.Block[max(0, warc.HTTPHeaderEnd(rec.Block)):]}
 	case warc.TypeRevisit:
 		// A revisit's block is the response's HTTP head, or empty.
 		if status, h, ok := parseHTTPHead(rec.Block); ok {
 			cp.Status, cp.MIME = status, mediaType(h, nil)
 			cp.Redirect = redirectOf(uri, status, h)
 		}
+	}
+	switch {
+	case readings == nil:
+	case digest == "":
+		digest = warc.Digest(readings[0])
+	case !sha1Holds(digest, readings...):
+		cp.Digest = warc.Digest(readings[0])
+		return cp, fmt.Sprintf("its WARC-Payload-Digest %s is not its payload's (%s): indexed by its payload's", digest, cp.Digest)
 	}
 	cp.Digest = digest
 	return cp, ""
@@ -1096,8 +1091,6 @@ func redirectOf(uri string, status int, h http.Header) string {
 	return ""
 }
 
-// normalizeDigest writes a SHA-1 digest in the base-32 form the crawler
-// uses, so that payloads compare equal whichever tool recorded them.
 // sha1Holds reports whether digest, normalized, is no SHA-1 digest (the
 // crawler's are all SHA-1: no other can be taken for one of its payloads)
 // or is that of one of the given readings of a payload: tools differ on
@@ -1114,6 +1107,8 @@ func sha1Holds(digest string, readings ...[]byte) bool {
 	return false
 }
 
+// normalizeDigest writes a SHA-1 digest in the base-32 form the crawler
+// uses, so that payloads compare equal whichever tool recorded them.
 func normalizeDigest(d string) string {
 	alg, v, ok := strings.Cut(strings.TrimSpace(d), ":")
 	if !ok || !strings.EqualFold(alg, "sha1") {

@@ -49,6 +49,9 @@ type result struct {
 	revisit    *revisitOf                // the capture is a revisit of this record
 	simhash    uint64                    // of an HTML page's text
 	head       uint64                    // headOf the response; 0 for a 304, which answers nothing of its own
+	// payloadHere says the last capture's payload, prev's, is this node's
+	// own (payloadStillArchived): no holder elsewhere has to prove it.
+	payloadHere bool
 }
 
 // visit is a leased URL's request: the robots.txt check, then the fetch,
@@ -111,7 +114,7 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 		}
 	}
 	if prev != nil {
-		prev = c.payloadStillArchived(ctx, prev)
+		prev, r.payloadHere = c.payloadStillArchived(ctx, prev)
 	}
 	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL, Header: conditional(prev)})
 	if err == nil && resp.StatusCode == http.StatusNotModified && hasValidators(prev) && !confirms(prev, resp.Header) {
@@ -208,17 +211,15 @@ func (c *Crawler) examine(ctx context.Context, r result, resp *fetch.Response, p
 	}
 	r.revisit = unchanged(prev, resp, digest, r.head)
 	asked := false
-	if rv := r.revisit; rv != nil && rv.profile == warc.ProfileIdenticalPayload && c.cfg.Dedup != nil {
-		if held, err := c.holds(ctx, rv.ref); err != nil || !held {
-			// The last payload is on another node, found in the network's
-			// index only: with the payload in hand, its holder proves it
-			// has those bytes before they are dropped, as for any payload.
-			asked = true
-			if elsewhere := c.seenElsewhere(ctx, digest, resp); elsewhere != nil {
-				rv.ref = elsewhere.ref
-			} else {
-				r.revisit = nil
-			}
+	if rv := r.revisit; rv != nil && rv.profile == warc.ProfileIdenticalPayload && !r.payloadHere {
+		// The last payload is on another node, found in the network's
+		// index only: with the payload in hand, its holder proves it has
+		// those bytes before they are dropped, as for any payload.
+		asked = true
+		if elsewhere := c.seenElsewhere(ctx, digest, resp); elsewhere != nil {
+			rv.ref = elsewhere.ref
+		} else {
+			r.revisit = nil
 		}
 	}
 	if r.revisit != nil {

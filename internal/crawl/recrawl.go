@@ -127,31 +127,32 @@ func hasValidators(prev *recrawl.Entry) bool {
 // network's archive (the owner's entry may have gone with a failed node).
 // When the network no longer has the payload, the fetch is unconditional
 // and compares with nothing, so the payload is stored; when the network
-// cannot be asked, the pointer stays, as good as when it was made.
-func (c *Crawler) payloadStillArchived(ctx context.Context, prev *recrawl.Entry) *recrawl.Entry {
+// cannot be asked, the pointer stays, as good as when it was made. here
+// says the payload is this node's own (a single crawler's always is).
+func (c *Crawler) payloadStillArchived(ctx context.Context, prev *recrawl.Entry) (_ *recrawl.Entry, here bool) {
 	if c.cfg.Dedup == nil || !prev.Captured() || prev.Digest == "" {
-		return prev
+		return prev, true
 	}
 	if held, err := c.holds(ctx, prev.Payload); err == nil && held {
-		return prev
+		return prev, true
 	}
 	ctx, cancel := context.WithTimeout(ctx, dedupWait)
 	defer cancel()
 	ref, ok, err := c.cfg.Dedup.Lookup(ctx, prev.Digest, nil)
 	if err != nil {
-		return prev
+		return prev, false
 	}
 	e := *prev
 	if ok && ref.RecordID != "" {
 		e.Payload = ref
-		return &e
+		return &e, false
 	}
 	if held, err := c.cfg.Dedup.Holds(ctx, prev.Digest, prev.Payload); err != nil || held {
-		return prev
+		return prev, false
 	}
 	c.cfg.Logger.Info("the payload of the last capture is no longer archived; fetching in full", "url", prev.URL, "digest", prev.Digest)
 	e.ETag, e.LastModified, e.Digest = "", "", ""
-	return &e
+	return &e, false
 }
 
 // holds reports whether this node's index has the capture ref names. A

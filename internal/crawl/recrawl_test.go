@@ -923,6 +923,18 @@ func recrawlPage(t *testing.T, p http.Handler, answers ...func()) (map[string][]
 // it as such, not as one made seconds after the last.
 func lastVisitAnIntervalAgo(t *testing.T, data, u string) {
 	t.Helper()
+	editEntry(t, data, u, func(e *recrawl.Entry) { e.State.LastVisit = e.State.LastVisit.Add(-e.State.Interval) })
+}
+
+// dueNow makes u's re-crawl entry due a minute ago.
+func dueNow(t *testing.T, data, u string) {
+	t.Helper()
+	editEntry(t, data, u, func(e *recrawl.Entry) { e.Due = time.Now().Add(-time.Minute) })
+}
+
+// editEntry changes u's re-crawl entry in the archive in data with edit.
+func editEntry(t *testing.T, data, u string, edit func(*recrawl.Entry)) {
+	t.Helper()
 	db, err := OpenDB(data)
 	if err != nil {
 		t.Fatal(err)
@@ -934,7 +946,7 @@ func lastVisitAnIntervalAgo(t *testing.T, data, u string) {
 		t.Fatalf("%s: no entry (%v)", u, err)
 	}
 	old := e
-	e.State.LastVisit = e.State.LastVisit.Add(-e.State.Interval)
+	edit(&e)
 	if err := errors.Join(recrawl.Put(b, &old, e), b.Commit(pebble.Sync)); err != nil {
 		t.Fatal(err)
 	}
@@ -1076,26 +1088,6 @@ func TestFailedRevisitWaitsForItsSchedule(t *testing.T) {
 	}
 	if n := requests.Load(); n != 2 {
 		t.Errorf("%d requests of the page: want the first crawl's and one revisit, the one due", n)
-	}
-}
-
-// dueNow makes u's re-crawl entry due a minute ago.
-func dueNow(t *testing.T, data, u string) {
-	t.Helper()
-	db, err := OpenDB(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	b := db.NewIndexedBatch()
-	e, ok, err := recrawl.Get(b, u)
-	if err != nil || !ok {
-		t.Fatalf("%s: no entry (%v)", u, err)
-	}
-	old := e
-	e.Due = time.Now().Add(-time.Minute)
-	if err := errors.Join(recrawl.Put(b, &old, e), b.Commit(pebble.Sync)); err != nil {
-		t.Fatal(err)
 	}
 }
 

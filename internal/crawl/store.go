@@ -473,7 +473,8 @@ func forgetDamagedPayload(b *pebble.Batch, cp index.Capture) error {
 	return recrawl.Put(b, &old, e)
 }
 
-// ForgetDamagedPayload is the package function, for a running crawler.
+// ForgetDamagedPayload is forgetDamagedPayload in a batch of its own, for
+// a running crawler (a node's scrub).
 func (c *Crawler) ForgetDamagedPayload(ctx context.Context, cp index.Capture) error {
 	return c.Update(ctx, func(b *pebble.Batch) error { return forgetDamagedPayload(b, cp) })
 }
