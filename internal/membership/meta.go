@@ -110,9 +110,9 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 		return nm, err
 	}
 	for _, dst := range []*string{&nm.Name, &nm.HTTPAddr, &nm.PeerAddr} {
-		l, n := binary.Uvarint(rest)
-		if n <= 0 {
-			return nm, errors.New("truncated length")
+		l, n, err := uvarint(rest, "length")
+		if err != nil {
+			return nm, err
 		}
 		rest = rest[n:]
 		if l > uint64(len(rest)) {
@@ -137,15 +137,29 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 
 // readCount reads a uvarint from 1 to max into dst and returns what follows.
 func readCount(b []byte, dst *int, what string, max int) ([]byte, error) {
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return nil, fmt.Errorf("truncated %s", what)
+	v, n, err := uvarint(b, what)
+	if err != nil {
+		return nil, err
 	}
 	if v < 1 || v > uint64(max) {
 		return nil, fmt.Errorf("%s %d out of range [1, %d]", what, v, max)
 	}
 	*dst = int(v)
 	return b[n:], nil
+}
+
+// uvarint reads a uvarint in its shortest form. Longer forms of the same
+// number are refused so that metadata has one encoding: peers compare it
+// byte for byte to notice a change.
+func uvarint(b []byte, what string) (uint64, int, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, 0, fmt.Errorf("truncated %s", what)
+	}
+	if n > 1 && b[n-1] == 0 {
+		return 0, 0, fmt.Errorf("%s in a longer form than needed", what)
+	}
+	return v, n, nil
 }
 
 // validName reports whether s is a node name as admission certifies them:
