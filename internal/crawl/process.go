@@ -116,6 +116,7 @@ func (c *Crawler) visit(ctx context.Context, l frontier.Lease) (r result, resp *
 	if prev != nil {
 		prev, r.payloadHere = c.payloadStillArchived(ctx, prev)
 	}
+	prev = withinLimit(prev, c.cfg.MaxBodySize)
 	resp, err := c.fetcher.Fetch(ctx, fetch.Request{URL: l.URL, Header: conditional(prev)})
 	if err == nil && resp.StatusCode == http.StatusNotModified && hasValidators(prev) && !confirms(prev, resp.Header) {
 		// A server that judged by the date alone while its ETag moved on

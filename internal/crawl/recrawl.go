@@ -113,6 +113,29 @@ func validator(v string) string {
 	return v
 }
 
+// cutLength is Entry.Cut for a response: the body bytes it kept when it
+// was cut at the size limit, else 0.
+func cutLength(truncated string, raw []byte) int64 {
+	if truncated != "length" {
+		return 0
+	}
+	end := max(warc.HTTPHeaderEnd(raw), 0)
+	return max(int64(len(raw)-end), 1)
+}
+
+// withinLimit returns prev as a fetch under a body size limit is to be
+// compared with: the last capture cut at a lower limit than this one
+// stands for nothing a 304 could keep, and the page is fetched as far as
+// the limit now goes.
+func withinLimit(prev *recrawl.Entry, limit int64) *recrawl.Entry {
+	if prev == nil || prev.Cut == 0 || prev.Cut >= limit {
+		return prev
+	}
+	p := *prev
+	p.ETag, p.LastModified = "", ""
+	return &p
+}
+
 // hasValidators says whether a fetch after prev is conditional.
 func hasValidators(prev *recrawl.Entry) bool {
 	return prev != nil && prev.Captured() && (prev.ETag != "" || prev.LastModified != "")
@@ -184,7 +207,7 @@ func unchanged(prev *recrawl.Entry, resp *fetch.Response, digest string, head ui
 	switch {
 	case resp.StatusCode == http.StatusNotModified && hasValidators(prev):
 		rv.profile = warc.ProfileServerNotModified
-	case resp.Truncated == "" && !prev.Changed(digest, head) &&
+	case (resp.Truncated == "" || resp.Truncated == "length" && prev.Cut > 0) && !prev.Changed(digest, head) &&
 		resp.StatusCode >= 200 && resp.StatusCode < 300 && payloadWorthDeduplicating(resp.Raw):
 		rv.profile = warc.ProfileIdenticalPayload
 	default:
@@ -283,15 +306,17 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 			if v := validator(r.resp.Header.Get("Last-Modified")); v != "" {
 				e.LastModified = v
 			}
-		case code >= 200 && code < 300 && r.resp.Truncated == "":
+		case code >= 200 && code < 300 && (r.resp.Truncated == "" || r.resp.Truncated == "length"):
 			e.ETag = validator(r.resp.Header.Get("ETag"))
 			e.LastModified = validator(r.resp.Header.Get("Last-Modified"))
+			e.Cut = cutLength(r.resp.Truncated, r.resp.Raw)
 		default:
-			// Only a whole 2xx capture can stand for the page: a 304 to
-			// a truncated one would keep the cut copy for good, and
-			// servers evaluate preconditions for 2xx responses only
-			// (RFC 9110 §13.2.1). The next visit fetches in full.
-			e.ETag, e.LastModified = "", ""
+			// Only a 2xx capture, whole or cut at the size limit, can
+			// stand for the page: one cut short by a timeout or a dropped
+			// connection would be kept for good by a 304, and servers
+			// evaluate preconditions for 2xx responses only (RFC 9110
+			// §13.2.1). The next visit fetches in full.
+			e.ETag, e.LastModified, e.Cut = "", "", 0
 		}
 		e.Digest, e.MIME, e.SimHash, e.Head = cp.Digest, cp.MIME, cp.SimHash, head
 		if r.revisit != nil {

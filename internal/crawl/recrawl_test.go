@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -329,9 +330,10 @@ func TestRecrawlKeepsFirstURL(t *testing.T) {
 	}
 }
 
-// Only a whole 2xx capture makes a later fetch conditional: a truncated
-// one would otherwise be kept for good by a 304, and an error page's
-// validators say nothing of the page. A 304 to a request without
+// Only a 2xx capture as whole as the crawl's size limit allows makes a
+// later fetch conditional: one cut at a lower limit would otherwise be kept
+// for good by a 304, and an error page's validators say nothing of the
+// page. A 304 to a request without
 // validators is a failed fetch, not a capture.
 func TestRecrawlTrustsOnlyWholeCaptures(t *testing.T) {
 	var mu sync.Mutex
@@ -409,6 +411,116 @@ func TestRecrawlTrustsOnlyWholeCaptures(t *testing.T) {
 	if err != nil || !ok || e.Digest != before[srv.URL+"/always304"][0].Digest || !e.HasLink(recrawl.LinkHash(srv.URL+"/long")) {
 		t.Errorf("/always304's entry after an unsolicited 304: %+v (%v); want the first capture's digest and links", e, err)
 	}
+}
+
+// A capture cut at the size limit is as much of the page as a crawl under
+// that limit keeps: its revisits are conditional, and an unchanged body
+// becomes a revisit record, not another cut copy at every visit (a large
+// video, daily). A crawl under a higher limit fetches as far as that goes;
+// a body cut short by a dropped connection is fetched again in full.
+// A node that holds a copy of the cut capture revisits it the same way.
+func TestRecrawlOfCaptureCutAtTheSizeLimit(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[string][]string{} // path → If-None-Match of each request
+	body := strings.Repeat("0123456789", 1000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked[r.URL.Path] = append(asked[r.URL.Path], r.Header.Get("If-None-Match"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "video/mp4")
+		switch r.URL.Path {
+		case "/video":
+			if notModified(w, r, `"v1"`) {
+				return
+			}
+			io.WriteString(w, body)
+		case "/no-validators":
+			io.WriteString(w, strings.Repeat("abcdefghij", 1000)) // not the video's payload
+		case "/dropped":
+			if notModified(w, r, `"d1"`) {
+				return
+			}
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, body[:500])
+			w.(http.Flusher).Flush()
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	video, plain, dropped := srv.URL+"/video", srv.URL+"/no-validators", srv.URL+"/dropped"
+	cfg := directConfig(t, video, plain, dropped)
+	cfg.MaxBodySize = 2000
+	runCrawl(t, cfg)
+	first := archived(t, cfg.Data)
+	truncation := func(data string, c index.Capture) string {
+		rec, err := warc.ReadAt(filepath.Join(data, "warc"), warc.Location{Segment: c.Segment, Offset: c.Offset, Length: c.Length})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Header.Get("WARC-Truncated")
+	}
+	for u, why := range map[string]string{video: "length", plain: "length", dropped: "disconnect"} {
+		if c := first[u]; len(c) != 1 || truncation(cfg.Data, c[0]) != why {
+			t.Fatalf("first crawl of %s: %+v; want one capture cut for %q", u, c, why)
+		}
+	}
+
+	again := cfg
+	again.Seeds, again.RecrawlAll = nil, true
+	s := runCrawl(t, again)
+	caps := archived(t, cfg.Data)
+	if c := caps[video]; len(c) != 2 || c[1].Type != warc.TypeRevisit || c[1].Digest != c[0].Digest {
+		t.Errorf("re-crawl of the cut video under the same limit: %+v; want a revisit of the first capture", c)
+	}
+	if c := caps[plain]; len(c) != 2 || c[1].Type != warc.TypeRevisit || c[1].Digest != c[0].Digest {
+		t.Errorf("re-crawl of the same cut body without validators: %+v; want an identical-payload revisit", c)
+	}
+	if s.NotModified != 1 || s.Unchanged != 1 {
+		t.Errorf("re-crawl counted %d not-modified, %d unchanged; want 1 and 1", s.NotModified, s.Unchanged)
+	}
+	mu.Lock()
+	if got := asked["/video"]; len(got) != 2 || got[1] != `"v1"` {
+		t.Errorf("/video: If-None-Match of each request %q; want the first capture's on the re-crawl", got)
+	}
+	if got := asked["/dropped"]; len(got) < 2 || got[len(got)-1] != "" {
+		t.Errorf("/dropped: If-None-Match of each request %q; want none for a body cut short by the server", got)
+	}
+	mu.Unlock()
+
+	// A node holding copies of the cut capture and of its 304 revisit
+	// revisits it conditionally under the same limit.
+	other := directConfig(t)
+	other.MaxBodySize = cfg.MaxBodySize
+	storeCopies(t, other, captureCopy(t, filepath.Join(cfg.Data, "warc"), caps[video][0]), captureCopy(t, filepath.Join(cfg.Data, "warc"), caps[video][1]))
+	db, err := OpenDB(other.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := recrawl.Get(db, video)
+	db.Close()
+	if err != nil || !ok || e.ETag != `"v1"` || e.Cut != cfg.MaxBodySize {
+		t.Fatalf("the copy's entry: %+v (%v); want the cut capture's ETag and its %d bytes kept", e, err, cfg.MaxBodySize)
+	}
+
+	// A higher limit fetches the video whole, from the 304's entry.
+	higher := again
+	higher.MaxBodySize = 1 << 20
+	runCrawl(t, higher)
+	caps = archived(t, cfg.Data)
+	if c := caps[video]; len(c) != 3 || c[2].Type != warc.TypeResponse || truncation(cfg.Data, c[2]) != "" {
+		t.Errorf("re-crawl of the cut video under a higher limit: %+v; want a whole response", c)
+	}
+	mu.Lock()
+	if got := asked["/video"]; len(got) != 3 || got[2] != "" {
+		t.Errorf("/video: If-None-Match of each request %q; want none under a higher limit", got)
+	}
+	mu.Unlock()
 }
 
 // Page recovery (Config.Recover) is asked about a revisit with the last

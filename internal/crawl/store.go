@@ -97,6 +97,7 @@ type copyFacts struct {
 	simhash            uint64
 	etag, lastModified string
 	head               uint64 // headOf the response; 0 for a 304, which answers nothing of its own
+	cut                int64  // of a response cut at the size limit: recrawl.Entry.Cut
 	refersTo           recrawl.Ref
 	// payload is a response's payload, which must have the digest its
 	// capture names before the capture may stand for the payload in this
@@ -164,10 +165,11 @@ func recordFacts(rec *warc.Record) copyFacts {
 		}
 		return f
 	}
-	if status >= 200 && status < 300 && rec.Header.Get("WARC-Truncated") == "" {
-		// As for the node's own visits (noteVisit): only a whole 2xx
-		// capture makes a revisit conditional.
+	if truncated := rec.Header.Get("WARC-Truncated"); status >= 200 && status < 300 && (truncated == "" || truncated == "length") {
+		// As for the node's own visits (noteVisit): only a 2xx capture,
+		// whole or cut at the size limit, makes a revisit conditional.
 		f.etag, f.lastModified = validator(h.Get("ETag")), validator(h.Get("Last-Modified"))
+		f.cut = cutLength(truncated, rec.Block)
 	}
 	payload, _ := warc.HTTPBody(rec.Block, h)
 	f.simhash = pageSimHash(status, h, payload)
@@ -227,8 +229,9 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 	}
 	switch {
 	case cp.Type == warc.TypeResponse:
-		e.Payload = refTo(cp)
+		e.Payload, e.Cut = refTo(cp), f.cut
 	case cp.Digest != old.Digest || !had:
+		e.Cut = 0 // taken as whole: whether its original was cut is not read here
 		// The revisit's own record names its original, wherever that is;
 		// a record without the reference is matched by digest here.
 		e.Payload = f.refersTo

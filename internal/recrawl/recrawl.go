@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,6 +74,11 @@ type Entry struct {
 	MIME         string
 	SimHash      uint64
 	Payload      Ref // the response record holding the payload
+	// Cut is the body bytes the last capture kept when it was cut at a
+	// size limit (WARC-Truncated: length), 0 when it is whole. A 304 may
+	// then stand for it only while the limit is no higher: otherwise the
+	// cut copy would be kept for good.
+	Cut int64
 	// Head is HeadHash of what the last capture answered besides its
 	// payload; 0 when not known (an entry made from the index or a copy,
 	// or before it was kept), and then not compared.
@@ -409,6 +415,7 @@ const (
 	flagEmbed = 1 << iota
 	flagHops  // the hop counts follow the flags
 	flagHead  // Head follows them
+	flagCut   // Cut follows them (after Head)
 )
 
 func encodeEntry(e Entry) []byte {
@@ -429,6 +436,9 @@ func encodeEntry(e Entry) []byte {
 	if e.Head != 0 {
 		flags |= flagHead
 	}
+	if e.Cut > 0 {
+		flags |= flagCut
+	}
 	b = append(b, flags)
 	if hops {
 		b = binary.AppendUvarint(b, uint64(min(e.Redirects, maxHops)))
@@ -436,6 +446,9 @@ func encodeEntry(e Entry) []byte {
 	}
 	if e.Head != 0 {
 		b = binary.BigEndian.AppendUint64(b, e.Head)
+	}
+	if e.Cut > 0 {
+		b = binary.AppendUvarint(b, uint64(e.Cut))
 	}
 	var due int64
 	if !e.Due.IsZero() {
@@ -473,7 +486,7 @@ func decodeEntry(v []byte) (Entry, error) {
 	}
 	e.Depth = int(depth)
 	flags, err := r.ReadByte()
-	if err != nil || flags&^(flagEmbed|flagHops|flagHead) != 0 {
+	if err != nil || flags&^(flagEmbed|flagHops|flagHead|flagCut) != 0 {
 		return Entry{}, errCorrupt
 	}
 	e.Embed = flags&flagEmbed != 0
@@ -491,6 +504,13 @@ func decodeEntry(v []byte) (Entry, error) {
 			return Entry{}, errCorrupt
 		}
 		e.Head = binary.BigEndian.Uint64(head[:])
+	}
+	if flags&flagCut != 0 {
+		cut, err := binary.ReadUvarint(r)
+		if err != nil || cut == 0 || cut > math.MaxInt64 {
+			return Entry{}, errCorrupt
+		}
+		e.Cut = int64(cut)
 	}
 	due, err1 := binary.ReadVarint(r)
 	payloadTime, err2 := binary.ReadVarint(r)

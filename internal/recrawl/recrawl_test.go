@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"testing"
@@ -102,6 +103,7 @@ func fullEntry(t testing.TB) Entry {
 		MIME:         "text/html",
 		SimHash:      0xfedcba9876543210,
 		Head:         HeadHash(200, "text/html", ""),
+		Cut:          50 << 20,
 		Payload: Ref{
 			URL:      "https://www.example.com/news/index.html?b=2&a=1",
 			Time:     time.Date(2026, 2, 28, 9, 30, 15, 123456789, time.UTC),
@@ -125,26 +127,28 @@ func equalEntry(a, b Entry) bool {
 		a.Due.Equal(b.Due) && a.ETag == b.ETag && a.LastModified == b.LastModified &&
 		a.Digest == b.Digest && a.MIME == b.MIME && a.SimHash == b.SimHash &&
 		a.Payload.URL == b.Payload.URL && a.Payload.Time.Equal(b.Payload.Time) &&
-		a.Payload.RecordID == b.Payload.RecordID && a.Head == b.Head && slices.Equal(a.Links, b.Links)
+		a.Payload.RecordID == b.Payload.RecordID && a.Head == b.Head && a.Cut == b.Cut && slices.Equal(a.Links, b.Links)
 }
 
 func TestEncodeRoundTrip(t *testing.T) {
 	full := fullEntry(t)
 	for name, e := range map[string]Entry{
-		"full":           full,
-		"zero":           {},
-		"url only":       {URL: "http://x.test/"},
-		"queued":         {URL: "http://x.test/q", Depth: 1, State: full.State},
-		"uncaptured":     {URL: "http://x.test/u", State: full.State, Due: full.Due},
-		"max simhash":    {URL: "http://x.test/s", SimHash: ^uint64(0)},
-		"before epoch":   {URL: "http://x.test/old", Payload: Ref{Time: time.Date(1996, 1, 1, 0, 0, 0, 1, time.UTC)}, Due: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)},
-		"empty links":    {URL: "http://x.test/l", Links: []uint64{}},
-		"max links":      {URL: "http://x.test/m", Links: manyLinks(MaxLinks)},
-		"unicode fields": {URL: "http://x.test/ü", ETag: "\"é\"", MIME: "text/html; charset=utf-8"},
-		"hops":           {URL: "http://x.test/h", Embed: true, Redirects: 2, OffScopeHops: 3, State: full.State, Due: full.Due},
-		"max hops":       {URL: "http://x.test/mh", Redirects: maxHops, OffScopeHops: maxHops},
-		"head":           {URL: "http://x.test/r", Head: HeadHash(302, "text/html", "http://x.test/a")},
-		"head and hops":  {URL: "http://x.test/rh", Redirects: 1, Head: ^uint64(0)},
+		"full":            full,
+		"zero":            {},
+		"url only":        {URL: "http://x.test/"},
+		"queued":          {URL: "http://x.test/q", Depth: 1, State: full.State},
+		"uncaptured":      {URL: "http://x.test/u", State: full.State, Due: full.Due},
+		"max simhash":     {URL: "http://x.test/s", SimHash: ^uint64(0)},
+		"before epoch":    {URL: "http://x.test/old", Payload: Ref{Time: time.Date(1996, 1, 1, 0, 0, 0, 1, time.UTC)}, Due: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"empty links":     {URL: "http://x.test/l", Links: []uint64{}},
+		"max links":       {URL: "http://x.test/m", Links: manyLinks(MaxLinks)},
+		"unicode fields":  {URL: "http://x.test/ü", ETag: "\"é\"", MIME: "text/html; charset=utf-8"},
+		"hops":            {URL: "http://x.test/h", Embed: true, Redirects: 2, OffScopeHops: 3, State: full.State, Due: full.Due},
+		"max hops":        {URL: "http://x.test/mh", Redirects: maxHops, OffScopeHops: maxHops},
+		"head":            {URL: "http://x.test/r", Head: HeadHash(302, "text/html", "http://x.test/a")},
+		"head and hops":   {URL: "http://x.test/rh", Redirects: 1, Head: ^uint64(0)},
+		"cut":             {URL: "http://x.test/c", Cut: 1},
+		"cut, head, hops": {URL: "http://x.test/ch", OffScopeHops: 1, Head: 7, Cut: math.MaxInt64},
 	} {
 		v := encodeEntry(e)
 		got, err := decodeEntry(v)
@@ -205,12 +209,18 @@ func TestDecodeCorrupt(t *testing.T) {
 		}
 	}
 	bad := map[string][]byte{
-		"nil":            nil,
-		"version 0":      append([]byte{0}, v[1:]...),
-		"version 2":      append([]byte{2}, v[1:]...),
-		"trailing byte":  append(slices.Clone(v), 0),
-		"trailing link":  append(slices.Clone(v), 1, 2, 3, 4, 5, 6, 7, 8),
-		"bad flags":      encodeWith(t, func(b []byte) []byte { b[2] = 2; return b }),
+		"nil":           nil,
+		"version 0":     append([]byte{0}, v[1:]...),
+		"version 2":     append([]byte{2}, v[1:]...),
+		"trailing byte": append(slices.Clone(v), 0),
+		"trailing link": append(slices.Clone(v), 1, 2, 3, 4, 5, 6, 7, 8),
+		"bad flags":     encodeWith(t, func(b []byte) []byte { b[2] = 2; return b }),
+		"unknown flag":  encodeWith(t, func(b []byte) []byte { b[2] = 16; return b }),
+		"cut of 0":      encodeWith(t, func(b []byte) []byte { b[2] = flagCut; return slices.Insert(b, 3, 0) }),
+		"cut too big": encodeWith(t, func(b []byte) []byte {
+			b[2] = flagCut
+			return slices.Insert(b, 3, binary.AppendUvarint(nil, math.MaxInt64+1)...)
+		}),
 		"state garbage":  encodeRaw([]string{"http://x.test/", "\x07garbage", "", "", "", "", "", ""}),
 		"state empty":    encodeRaw([]string{"http://x.test/", "", "", "", "", "", "", ""}),
 		"string too big": append(encodeRaw(nil)[:13], binary.AppendUvarint(nil, 1<<40)...),
