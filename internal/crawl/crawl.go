@@ -554,14 +554,14 @@ func (c *Crawler) queueRevisits(ctx context.Context) {
 	before := time.Now()
 	all := c.cfg.RecrawlAll && !c.resumingRecrawlAll()
 	if all {
-		before = time.Unix(1<<40, 0)
+		before = time.Unix(allDue, 0)
 	} else if c.cfg.RecrawlAll {
 		// Every URL was queued when the run that was stopped began: those
 		// it visited have their next visit scheduled, the rest are still
 		// queued. Queueing everything again would visit the former twice.
 		c.cfg.Logger.Info("re-crawl: resuming an interrupted --recrawl-all: the URLs it has not visited yet are still queued")
 	}
-	if n, err := c.queueDue(ctx, before); err != nil {
+	if n, err := c.queueDue(ctx, before, false); err != nil {
 		c.cfg.Logger.Warn("re-crawl: cannot queue due URLs", "err", err)
 	} else {
 		c.cfg.Logger.Info("re-crawl: queued URLs due for a visit", "urls", n)

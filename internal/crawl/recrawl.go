@@ -403,15 +403,20 @@ func rebound(p schedule.Policy, s schedule.State) schedule.State {
 	return s
 }
 
-// queueDue queues the URLs due by before and returns how many.
-func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
+// queueDue queues the URLs due by before and returns how many. With
+// handOverOnly, it queues only those the crawler is to hand over
+// (handedOver) and leaves the rest as they are.
+func (c *Crawler) queueDue(ctx context.Context, before time.Time, handOverOnly bool) (int, error) {
 	total := 0
 	for {
 		var due, stale []recrawl.Entry
 		err := recrawl.Due(c.db, before, func(e recrawl.Entry, isStale bool) bool {
-			if isStale {
+			switch {
+			case handOverOnly && !isStale && !c.handedOver(&e):
+				return true // passed over, not counted: the next pass skips it again
+			case isStale:
 				stale = append(stale, e)
-			} else {
+			default:
 				due = append(due, e)
 			}
 			return len(due)+len(stale) < recrawlBatch
@@ -436,7 +441,13 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 				if !ok || e.Due.IsZero() || e.Due.After(before) {
 					continue // queued or rescheduled meanwhile
 				}
-				if c.owner(e.URL) != "" {
+				switch {
+				case c.handedOver(&e):
+					// Queued: the crawler leases it, hands it over and puts
+					// it back in the due queue (rescheduleLease).
+				case handOverOnly:
+					continue
+				case c.owner(e.URL) != "":
 					// Another node holds the host now; its schedule is its own,
 					// and its copies bring this entry up to date. Keep the
 					// entry for when the host comes back, looking again after
@@ -471,6 +482,27 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 		}
 	}
 }
+
+// handedOver reports whether a due entry is a URL to hand over to the node
+// that holds its site rather than to keep here: one whose last visit here
+// captured nothing (robots.txt refused it, the name did not resolve). No
+// copy of a capture brings its entry to that node, which would otherwise
+// never visit the URL again, as its links are routed only once new. A
+// robots.txt is not: the robots check fetches it there.
+func (c *Crawler) handedOver(e *recrawl.Entry) bool {
+	return !e.Captured() && !robots.IsFile(e.URL) && c.owner(e.URL) != ""
+}
+
+// HandOverUncaptured queues every URL that handedOver says is to go to
+// another node, due or not, for the crawler to hand over as it leases
+// them, and returns how many. A node leaving its network calls it once
+// it is out of the ring, so that they all go.
+func (c *Crawler) HandOverUncaptured(ctx context.Context) (int, error) {
+	return c.queueDue(ctx, time.Unix(allDue, 0), true)
+}
+
+// allDue is a Unix time past every entry's due time.
+const allDue = 1 << 40
 
 // notOwnedRecheck is how long an entry due on a node that does not hold
 // its host waits before queueDue looks at it again: its interval, an hour
@@ -614,7 +646,7 @@ func (c *Crawler) pumpDue(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		if _, err := c.queueDue(ctx, time.Now()); err != nil && ctx.Err() == nil {
+		if _, err := c.queueDue(ctx, time.Now(), false); err != nil && ctx.Err() == nil {
 			c.cfg.Logger.Warn("re-crawl: cannot queue due URLs", "err", err)
 		}
 		if time.Since(lastRetry) >= retryEvery {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -410,6 +411,67 @@ func TestRecrawlTrustsOnlyWholeCaptures(t *testing.T) {
 	e, ok, err := recrawl.Get(db, srv.URL+"/always304")
 	if err != nil || !ok || e.Digest != before[srv.URL+"/always304"][0].Digest || !e.HasLink(recrawl.LinkHash(srv.URL+"/long")) {
 		t.Errorf("/always304's entry after an unsolicited 304: %+v (%v); want the first capture's digest and links", e, err)
+	}
+}
+
+// elsewhere says another node owns every site, and records what is
+// handed over to it.
+type elsewhere struct{ halfRouter }
+
+func (r *elsewhere) Owner(string) string { return "peer" }
+
+// A URL whose visit here captured nothing (refused by robots.txt) and
+// whose site another node holds now is handed over to that node when it
+// falls due: no copy of a capture brings the URL there, and its links are
+// routed only once new. Captured URLs are not: their copies do.
+func TestUncapturedURLOfAnotherNodesSiteIsHandedOver(t *testing.T) {
+	var mu sync.Mutex
+	fetched := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		fetched[r.URL.Path]++
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/robots.txt":
+			io.WriteString(w, "User-agent: *\nDisallow: /private\n")
+		case "/":
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, `<html><body><a href="/private">p</a> <a href="/a">a</a></body></html>`)
+		default:
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, "<html><body>a page</body></html>")
+		}
+	}))
+	defer srv.Close()
+	cfg := testConfig(t, "", srv.URL+"/")
+	if s := runCrawl(t, cfg); s.Robots != 1 {
+		t.Fatalf("first crawl: %d URLs refused by robots.txt; want /private", s.Robots)
+	}
+	mu.Lock()
+	before := maps.Clone(fetched)
+	mu.Unlock()
+
+	again := cfg
+	again.Seeds, again.RecrawlAll = nil, true
+	router := &elsewhere{halfRouter{routed: map[string]int{}}}
+	again.Router = router
+	runCrawl(t, again)
+	if got := router.take(); len(got) != 1 || got[srv.URL+"/private"] != 1 {
+		t.Errorf("handed over %v; want /private alone", got)
+	}
+	mu.Lock()
+	if !maps.Equal(fetched, before) {
+		t.Errorf("requests %v after the re-crawl, %v before; want none to a site another node holds", fetched, before)
+	}
+	mu.Unlock()
+	db, err := OpenDB(cfg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	e, ok, err := recrawl.Get(db, srv.URL+"/private")
+	if err != nil || !ok || e.Due.IsZero() || e.Captured() {
+		t.Errorf("/private's entry after the hand-over: %+v (%v); want it due again, capture-less", e, err)
 	}
 }
 

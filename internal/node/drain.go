@@ -39,8 +39,8 @@ func (n *Node) ownerWhileDraining(site string) string {
 // node is gone (those that do not hold it already), and Leave waits until
 // they have acknowledged every one; its content-seen registry goes to the
 // digests' next owners; then the node leaves the membership,
-// hands the URLs in its frontier and outbox to their new owners, and
-// stops. It returns when the hand-over is complete, or ctx's error.
+// hands the URLs in its frontier and outbox, and those whose visits left
+// no capture, to their new owners, and stops. It returns when the hand-over is complete, or ctx's error.
 func (n *Node) Leave(ctx context.Context) error {
 	if n.members == nil {
 		return errors.New("node: a single node has no network to leave")
@@ -101,6 +101,14 @@ func (n *Node) Leave(ctx context.Context) error {
 	n.drain.on.Store(true)
 	if err := n.members.Leave(10 * time.Second); err != nil {
 		n.log.Warn("node: leaving the membership", "err", err)
+	}
+	// The URLs whose visits here captured nothing (refused by robots.txt,
+	// names that did not resolve) have no copy to take them to the new
+	// holders: they go as URLs, with the frontier.
+	if k, err := n.crawl.HandOverUncaptured(ctx); err != nil && !errors.Is(err, crawl.ErrNotRunning) {
+		return fmt.Errorf("node: handing over the URLs that left no capture: %w", err)
+	} else if k > 0 {
+		n.log.Info("node: handing over the URLs that left no capture", "urls", k)
 	}
 	// 3. Wait until the frontier and the outbox are empty. URLs set aside
 	// after a failed fetch (the host or the network was down) go with the

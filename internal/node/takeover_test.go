@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/schedule"
 	"github.com/waggle-archive/waggle/internal/urlkey"
@@ -118,5 +119,52 @@ func TestTakeoverRevisitsOnSchedule(t *testing.T) {
 			}
 		}
 		return true
+	})
+}
+
+// A page robots.txt refused leaves an entry and no capture on the node
+// that holds its site: when that node leaves, the URL goes to the new
+// holder, which visits it once robots.txt allows it. No copy would take
+// it there, and the pages linking to it route their links only once new.
+func TestLeaveHandsOverURLsThatLeftNoCapture(t *testing.T) {
+	var allowed atomic.Bool
+	var private atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/robots.txt":
+			if !allowed.Load() {
+				fmt.Fprint(w, "User-agent: *\nDisallow: /private\n")
+			}
+		case "/private":
+			private.Add(1)
+			fmt.Fprint(w, "<html><body>now public</body></html>")
+		default:
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprint(w, `<html><body><a href="/private">private</a></body></html>`)
+		}
+	}))
+	defer srv.Close()
+	nodes, _ := startNetwork(t, 2, "")
+	seed := srv.URL + "/"
+	if _, err := Submit(context.Background(), nodes[0].data, []string{seed}); err != nil {
+		t.Fatal(err)
+	}
+	owner, other := nodes[0], nodes[1]
+	if owner.router.Owner(urlkey.Site(seed)) != "" {
+		owner, other = other, owner
+	}
+	waitFor(t, "/private to be refused by robots.txt", func() bool { return owner.crawl.Stats().Robots == 1 })
+	allowed.Store(true)
+	leave(t, owner)
+	waitMembers(t, 1, other)
+	waitFor(t, "the new holder to fetch /private", func() bool { return private.Load() == 1 })
+	waitFor(t, "the new holder to archive /private", func() bool {
+		key, err := urlkey.SURT(srv.URL + "/private")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		err = other.local.Index().Captures(context.Background(), key, false, func(index.Capture) (bool, error) { n++; return true, nil })
+		return err == nil && n == 1
 	})
 }
