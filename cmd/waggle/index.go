@@ -11,6 +11,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/archive"
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/node"
 )
 
 func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -87,8 +88,28 @@ func runIndexVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	if st.Damaged > 0 {
+	// Then every revisit is followed to its payload, as replay would.
+	var unresolved int64
+	revisits, err := local.Unresolved(ctx, func(c index.Capture, err error) error {
+		unresolved++
+		_, werr := fmt.Fprintf(stdout, "no payload: %s %s %s:%d: %v\n", c.URL, c.Timestamp14(), c.Segment, c.Offset, err)
+		return werr
+	})
+	if err != nil {
+		return err
+	}
+	networked, err := node.Networked(db)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%d revisits followed, %d lead to no payload here\n", revisits, unresolved)
+	switch {
+	case st.Damaged > 0:
 		return fmt.Errorf("%d of %d captures are damaged: restore their segments from a backup (a node of a network with replicas gets them back from the others when it reads them); meanwhile the next re-crawl fetches their pages whole", st.Damaged, st.Captures)
+	case unresolved > 0 && networked:
+		fmt.Fprintf(stderr, "this node has been part of a network: the payloads of those %d revisits may be on other nodes, which this check does not ask\n", unresolved)
+	case unresolved > 0:
+		return fmt.Errorf("%d of %d revisits lead to no payload in this archive and cannot be replayed: import the WARC files that hold the captures they name", unresolved, revisits)
 	}
 	return nil
 }

@@ -18,9 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/node"
+	"github.com/waggle-archive/waggle/internal/warc"
 	"github.com/waggle-archive/waggle/internal/websim"
 )
 
@@ -393,6 +395,59 @@ func TestIndexVerify(t *testing.T) {
 	code := run(context.Background(), []string{"index", "verify", "--data", data}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stdout.String(), "damaged: "+victim.url) || strings.Count(stdout.String(), "\n") != 1 {
 		t.Errorf("one record damaged: exit %d, stdout %q, stderr %q; want exit 1 and %s named", code, stdout.String(), stderr.String(), victim.url)
+	}
+}
+
+// waggle index verify follows every revisit to its payload, as replay
+// does: one whose original was never imported is named and fails the
+// check, unless the node has been part of a network, whose other nodes
+// may hold the payload.
+func TestIndexVerifyFollowsRevisits(t *testing.T) {
+	dir := t.TempDir()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{Prefix: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const page = "http://example.test/page"
+	when := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	rec := warc.NewRevisit(page, when, warc.ProfileServerNotModified, []byte("HTTP/1.1 304 Not Modified\r\nETag: \"a\"\r\n\r\n"),
+		"sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ", warc.RefersTo{ID: "<urn:uuid:0c4f6a1e-0000-4000-8000-000000000001>", URI: page, Date: when.Add(-24 * time.Hour)})
+	if _, err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v, %v", segs, err)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"import", "--data", data, segs[0]}, &out, &out); code != 0 {
+		t.Fatalf("import exit %d: %s", code, out.String())
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"index", "verify", "--data", data}, &stdout, &stderr)
+	if code != 1 || !strings.HasPrefix(stdout.String(), "no payload: "+page+" 20260301120000 ") || strings.Count(stdout.String(), "\n") != 1 ||
+		!strings.Contains(stderr.String(), "1 revisits followed, 1 lead to no payload here") {
+		t.Errorf("a revisit without its original: exit %d, stdout %q, stderr %q; want it named and exit 1", code, stdout.String(), stderr.String())
+	}
+
+	db, err := crawl.OpenExistingDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a node that has had other members remembers (node.Networked).
+	if err := db.Set([]byte("k/peers"), []byte(`["127.0.0.1:7946"]`), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	stdout.Reset()
+	stderr.Reset()
+	code = run(context.Background(), []string{"index", "verify", "--data", data}, &stdout, &stderr)
+	if code != 0 || !strings.HasPrefix(stdout.String(), "no payload: "+page) || !strings.Contains(stderr.String(), "may be on other nodes") {
+		t.Errorf("the same on a node of a network: exit %d, stdout %q, stderr %q; want it named, exit 0", code, stdout.String(), stderr.String())
 	}
 }
 

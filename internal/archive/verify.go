@@ -2,9 +2,11 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/waggle-archive/waggle/internal/index"
+	"github.com/waggle-archive/waggle/internal/warc"
 )
 
 // VerifyStats say what a fixity check read.
@@ -65,4 +67,36 @@ func (l *Local) readThrough(c index.Capture) (int64, error) {
 		err = fmt.Errorf("archive: %s at %d holds record %.100s, not %s", c.Segment, c.Offset, b.Header.Get("WARC-Record-ID"), c.RecordID)
 	}
 	return n, err
+}
+
+// Unresolved resolves every revisit in the index to the capture holding
+// its payload, as replay does, and calls fn for each that leads to none
+// here (ErrNoOriginal, or a revisit on its chain that cannot be read),
+// with why. A revisit whose own record cannot be read is left to Verify.
+// It returns how many revisits it resolved. A fn returning an error stops
+// it.
+func (l *Local) Unresolved(ctx context.Context, fn func(index.Capture, error) error) (int64, error) {
+	chains := NewChains()
+	var revisits int64
+	err := l.idx.Range(ctx, "", "", false, func(c index.Capture) (bool, error) {
+		if c.Type != warc.TypeRevisit {
+			return true, ctx.Err()
+		}
+		rec, err := l.Record(ctx, c)
+		if err != nil {
+			return true, ctx.Err()
+		}
+		revisits++
+		_, _, err = chains.Resolve(ctx, l, c, rec.Header)
+		switch {
+		case errors.Is(err, ErrNoOriginal) || errors.Is(err, ErrChainRecord):
+			if ferr := fn(c, err); ferr != nil {
+				return false, ferr
+			}
+		case err != nil:
+			return false, err
+		}
+		return true, ctx.Err()
+	})
+	return revisits, err
 }

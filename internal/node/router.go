@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -247,6 +248,20 @@ func (n *Node) forgetPeer(b *pebble.Batch, gossip string) error {
 	}
 	v, _ := json.Marshal(kept)
 	return b.Set([]byte(knownPeersKey), v, nil)
+}
+
+// Networked reports whether the node whose database is db has had other
+// members: its revisits may then name payloads that other nodes hold.
+func Networked(db *pebble.DB) (bool, error) {
+	_, closer, err := db.Get([]byte(knownPeersKey))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("node: %w", err)
+	}
+	closer.Close()
+	return true, nil
 }
 
 // knownPeers returns the gossip addresses remembered by rememberPeers.
