@@ -1,7 +1,10 @@
 package wacz_test
 
 import (
+	"archive/zip"
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -149,4 +152,51 @@ func TestExportTakesRevisitChains(t *testing.T) {
 			t.Errorf("the revisit of %s in the imported WACZ resolves to %+v, %v; want the response of %s", month(i).Format("2006-01"), o, err, month(0).Format("2006-01"))
 		}
 	}
+}
+
+// Server-not-modified revisits imported from other tools name no media
+// type (a 304 has none): each replays as its original, a page, and is
+// listed as one.
+func TestPagesListImportedNotModifiedRevisits(t *testing.T) {
+	const url = "http://steady.example/"
+	day := func(i int) time.Time { return time.Date(2024, 1, 1+i, 0, 0, 0, 0, time.UTC) }
+	path, s := export(t, importChain(t, url, day, 3, true), wacz.Selection{})
+	var ts []string
+	for _, p := range pagesOf(t, path) {
+		if p["url"] != url || p["title"] != "" {
+			t.Errorf("page %v", p)
+		}
+		ts = append(ts, p["ts"])
+	}
+	if len(ts) != 4 || s.Pages != 4 {
+		t.Errorf("the original and its three 304 revisits are listed at %v (stats: %d pages); want four pages", ts, s.Pages)
+	}
+}
+
+// pagesOf returns the page lines of a WACZ's pages.jsonl, without its
+// header.
+func pagesOf(t *testing.T, path string) []map[string]string {
+	t.Helper()
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	f, err := zr.Open("pages/pages.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var pages []map[string]string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]string
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("pages line %q: %v", sc.Text(), err)
+		}
+		if m["format"] == "" {
+			pages = append(pages, m)
+		}
+	}
+	return pages
 }

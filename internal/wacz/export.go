@@ -445,11 +445,21 @@ func isPage(c index.Capture) bool {
 }
 
 // revisitsPage reports whether a revisit whose payload is in original
-// replays as a page: one of an HTML document, answered 200 again (the
-// payload unchanged) or 304 (it replays as its original), whose original
-// is a page.
+// replays as a page: one whose original is a page, answered 200 again
+// with an HTML document (the payload unchanged), or 304 or with no HTTP
+// head at all, which replay as their original. Such a 304 need not name a
+// media type (other tools' do not), nor can a revisit without a head.
 func revisitsPage(c, original index.Capture) bool {
-	return c.Type == warc.TypeRevisit && (c.Status == 200 || c.Status == 304) && isHTML(c.MIME) && isPage(original)
+	if c.Type != warc.TypeRevisit || !isPage(original) {
+		return false
+	}
+	switch c.Status {
+	case 200:
+		return isHTML(c.MIME)
+	case 304, 0:
+		return c.MIME == "" || isHTML(c.MIME)
+	}
+	return false
 }
 
 func isHTML(mime string) bool { return mime == "text/html" || mime == "application/xhtml+xml" }
