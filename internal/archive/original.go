@@ -225,12 +225,26 @@ func original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (o
 	return index.Capture{}, next, named, nil
 }
 
+// Named finds the capture a revisit names by WARC-Refers-To-Target-URI uri
+// and WARC-Refers-To-Date when, holding the payload with this digest (when
+// known), as replay resolves it (see referredTo): ok with the capture that
+// holds a payload, else the revisit named, if any.
+func Named(ctx context.Context, a Archive, uri string, when time.Time, digest string) (found index.Capture, ok bool, revisit *index.Capture, err error) {
+	key, err := urlkey.SURT(uri)
+	if err != nil {
+		return index.Capture{}, false, nil, nil // names no capture an index could hold
+	}
+	return referredTo(ctx, a, key, uri, when, digest)
+}
+
 // referredTo finds the capture of uri (URL key key) taken at when, holding
 // the payload with this digest (when known). WARC dates may have only
 // second precision, and one URL key covers several URLs, which a site's
 // redirects between them fetch within one second: the capture at the
-// exact time is preferred, then the one of uri itself. When none holds a
-// payload, revisit is the capture named if it is a revisit, which cannot.
+// exact time is preferred, then the one of uri itself; without a digest to
+// vouch for its payload, a capture that is neither is not taken. When a
+// revisit fits better than any response, or none fits, revisit is it: the
+// capture named, which holds no payload.
 func referredTo(ctx context.Context, a Archive, key, uri string, when time.Time, digest string) (found index.Capture, ok bool, revisit *index.Capture, err error) {
 	canon, cerr := urlkey.Canonical("", uri)
 	if cerr != nil {
@@ -246,11 +260,16 @@ func referredTo(ctx context.Context, a Archive, key, uri string, when time.Time,
 			return true, nil
 		}
 		score := 0
-		if o.Time.Equal(when) {
+		// A date to the microsecond (as this crawler writes them) names a
+		// capture indexed to the nanosecond.
+		if o.Time.Equal(when) || when.Nanosecond() != 0 && o.Time.Truncate(time.Microsecond).Equal(when) {
 			score += 2
 		}
 		if o.URL == canon || o.URL == uri {
 			score++
+		}
+		if score == 0 && digest == "" {
+			return true, nil // another URL of the key, at another instant: any payload
 		}
 		if o.Type == warc.TypeRevisit {
 			if score > bestRevisit {
@@ -263,8 +282,8 @@ func referredTo(ctx context.Context, a Archive, key, uri string, when time.Time,
 		}
 		return true, nil
 	})
-	if best >= 0 {
-		revisit = nil
+	if bestRevisit > best {
+		return index.Capture{}, false, revisit, err
 	}
-	return found, best >= 0, revisit, err
+	return found, best >= 0, nil, err
 }

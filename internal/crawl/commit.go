@@ -336,7 +336,9 @@ func (c *Crawler) records(b *pebble.Batch, r *result, firstInGroup map[string]in
 		// worker made; the revisit, written instead, takes its ID.
 		rec.Header.Set("WARC-Record-ID", r.record.ID())
 		capType, digest = warc.TypeRevisit, rv.digest
-		if mime == "" {
+		if mime == "" || rv.profile == warc.ProfileServerNotModified {
+			// A 304 describes no bytes of its own: some servers send a
+			// wrong Content-Type with it, which replay ignores too.
 			mime = rv.mime
 		}
 		switch {

@@ -426,28 +426,15 @@ func (im *importer) placeOrphan(ctx context.Context, o orphan, adopt func(orphan
 	}
 	if o.Target != "" && !o.TargetAt.IsZero() {
 		// Named by URL and date, as Heritrix names it: replay finds the
-		// original so, if the archive holds a capture there that is none
-		// of the revisits.
-		var held, revisit *index.Capture
-		if key, err := urlkey.SURT(o.Target); err == nil {
-			err = index.New(im.db).CapturesBetween(ctx, key, o.TargetAt.Add(-time.Second), o.TargetAt.Add(time.Second), false, func(c index.Capture) (bool, error) {
-				switch {
-				case o.Digest != "" && c.Digest != o.Digest:
-				case c.Type != warc.TypeRevisit:
-					held = &c
-				case c.Digest != "" && revisit == nil:
-					revisit = &c
-				}
-				return held == nil, nil
-			})
-			if err != nil {
-				return fmt.Errorf("import: %w", err)
-			}
+		// original so (archive.Named), if the archive holds it.
+		held, ok, revisit, err := archive.Named(ctx, archive.NewLocal(index.New(im.db), im.warcDir), o.Target, o.TargetAt, o.Digest)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
 		}
-		if held != nil {
-			return adopt(o, *held)
+		if ok {
+			return adopt(o, held)
 		}
-		if revisit != nil && o.Digest == "" {
+		if revisit != nil && revisit.Digest != "" && o.Digest == "" {
 			// A revisit named, which repeats a payload replay finds by
 			// its digest: held if the archive has a capture of it.
 			first, ok, err := index.ByDigest(im.db, revisit.Digest)

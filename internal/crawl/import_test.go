@@ -1141,3 +1141,36 @@ func TestImportResolvesChainsOfRevisits(t *testing.T) {
 		t.Errorf("a chain whose original is not imported: %d revisits counted unresolved, want 2", s.Unresolved)
 	}
 }
+
+// A revisit that names its original by URL and date alone, to the second
+// (as Heritrix does), takes the payload of that URL's capture in that
+// second, not of another URL of the same key fetched then: the http URL's
+// redirect to https, whose empty body would make the page a redirect to
+// itself.
+func TestImportRevisitNamedByDateBesideARedirect(t *testing.T) {
+	day := func(d int, ms int) time.Time {
+		return time.Date(2024, 1, d, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
+	}
+	redirect := func(at time.Time) *warc.Record {
+		rec, err := warc.NewResponse("http://site.example/", at, []byte("HTTP/1.1 301 Moved Permanently\r\nLocation: https://site.example/\r\nContent-Length: 0\r\n\r\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	body := "<html><body>the page</body></html>"
+	page, err := warc.NewResponse("https://site.example/", day(1, 400), []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(body), body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notModified := warc.NewRevisit("https://site.example/", day(2, 400), warc.ProfileServerNotModified,
+		[]byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "", warc.RefersTo{URI: "https://site.example/", Date: day(1, 0)})
+	data := t.TempDir()
+	if s := importFiles(t, data, warcFile(t, redirect(day(1, 100)), page, redirect(day(2, 100)), notModified)); s.Unresolved != 0 {
+		t.Errorf("%d revisits unresolved; want none", s.Unresolved)
+	}
+	want := page.Header.Get("WARC-Payload-Digest")
+	if cs := archived(t, data)["https://site.example/"]; len(cs) != 2 || cs[1].Type != warc.TypeRevisit || cs[1].Digest != want {
+		t.Errorf("captures of the page %+v; want the revisit with the page's digest %s", cs, want)
+	}
+}

@@ -414,6 +414,40 @@ func TestRecrawlTrustsOnlyWholeCaptures(t *testing.T) {
 	}
 }
 
+// A 304 describes no bytes of its own: a wrong Content-Type sent with it
+// (as some servers do) is not the revisit's type, which is its original's.
+func TestNotModifiedTakesItsOriginalsType(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("If-None-Match") == `"p1"` {
+			// Written raw: net/http drops a 304's Content-Type.
+			conn, buf, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			buf.WriteString("HTTP/1.1 304 Not Modified\r\nETag: \"p1\"\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n")
+			buf.Flush()
+			return
+		}
+		w.Header().Set("ETag", `"p1"`)
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<html><body>steady</body></html>")
+	}))
+	defer srv.Close()
+	u := srv.URL + "/p"
+	cfg := directConfig(t, u)
+	runCrawl(t, cfg)
+	again := cfg
+	again.Seeds, again.RecrawlAll = nil, true
+	if s := runCrawl(t, again); s.NotModified != 1 {
+		t.Fatalf("re-crawl: %d not-modified; want 1", s.NotModified)
+	}
+	if c := archived(t, cfg.Data)[u]; len(c) != 2 || c[1].Status != http.StatusNotModified || c[1].MIME != "text/html" {
+		t.Errorf("captures %+v; want the 304 revisit indexed as text/html", c)
+	}
+}
+
 // elsewhere says another node owns every site, and records what is
 // handed over to it.
 type elsewhere struct{ halfRouter }

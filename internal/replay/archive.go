@@ -158,7 +158,7 @@ func (s *Server) loadDepth(ctx context.Context, c index.Capture, depth int) (*re
 func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Record) (*response, error) {
 	// A missing original (archive.ErrNoOriginal) is not damage: on a
 	// network its only copy may be on a node that is away.
-	orig, err := archive.Original(ctx, s.arc, c, rec.Header)
+	orig, via, err := (*archive.Chains)(nil).Resolve(ctx, s.arc, c, rec.Header)
 	if err != nil {
 		if errors.Is(err, archive.ErrChainRecord) && !unreachable(err) {
 			return nil, fmt.Errorf("%w: %w", errCorrupt, err)
@@ -191,13 +191,8 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 		// send a wrong one with a 304, and the bytes are the original's
 		// (RFC 9111 §3.2 lets a cache keep such fields).
 		stored := base
-		if orig.URLKey != c.URLKey {
-			// The payload was first archived under another URL, whose
-			// status and headers are not this page's: the response that
-			// still stands is this URL's own last one with the payload.
-			if prev, ok := s.ownPrevious(ctx, c); ok {
-				stored = prev
-			}
+		if st, ok := s.standing(ctx, c, via); ok {
+			stored = st
 		}
 		h := stored.header.Clone()
 		if h == nil {
@@ -225,14 +220,23 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 // record the bytes come from.
 var payloadHeaders = map[string]bool{"Content-Encoding": true, "Transfer-Encoding": true, "Content-Length": true}
 
-// ownPrevious returns the status and headers of c's URL's last capture
-// before c with c's payload that was not itself a 304: the response a 304
-// revisit says still stands.
-func (s *Server) ownPrevious(ctx context.Context, c index.Capture) (*response, bool) {
+// standing returns the status and headers of the response a 304 revisit
+// c says still stands: the first capture along the revisits it names (via)
+// that is not itself a 304, else c's URL's last capture before c with c's
+// payload that was not. The capture holding the payload is not it: it may
+// be of another URL, or an earlier answer of this one with the same bytes
+// (a 404 the page's 200 repeats), whose status and headers are not the
+// page's now.
+func (s *Server) standing(ctx context.Context, c index.Capture, via []index.Capture) (*response, bool) {
+	for _, v := range via {
+		if v.Status != http.StatusNotModified {
+			return s.head(ctx, v)
+		}
+	}
 	var prev index.Capture
 	found := false
 	err := s.arc.CapturesBetween(ctx, c.URLKey, time.Time{}, c.Time, true, func(o index.Capture) (bool, error) {
-		if o.Time.Before(c.Time) && o.Digest == c.Digest && o.Status != http.StatusNotModified {
+		if o.Time.Before(c.Time) && c.Digest != "" && o.Digest == c.Digest && o.Status != http.StatusNotModified {
 			prev, found = o, true
 			return false, nil
 		}
@@ -241,12 +245,17 @@ func (s *Server) ownPrevious(ctx context.Context, c index.Capture) (*response, b
 	if err != nil || !found {
 		return nil, false
 	}
-	r, rec, err := s.openLarge(ctx, prev)
+	return s.head(ctx, prev)
+}
+
+// head returns the status and headers of capture c's record.
+func (s *Server) head(ctx context.Context, c index.Capture) (*response, bool) {
+	r, rec, err := s.openLarge(ctx, c)
 	if r != nil && err == nil {
 		return r, true
 	}
 	if rec == nil {
-		if rec, err = s.arc.Record(ctx, prev); err != nil {
+		if rec, err = s.arc.Record(ctx, c); err != nil {
 			return nil, false
 		}
 	}

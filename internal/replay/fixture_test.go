@@ -161,10 +161,10 @@ func newTestArchiveVia(t testing.TB, fixtures []fixture, via func(*archive.Local
 		if loc := http.Header(parseHeaderLines(f.header)).Get("Location"); loc != "" {
 			c.Redirect, _ = urlkey.Canonical(u, loc) // as the crawler and import index it
 		}
-		if ct := http.Header(parseHeaderLines(f.header)).Get("Content-Type"); ct != "" {
+		if f.notModified {
+			c.MIME = orig.MIME // as the crawler indexes a 304: the original's type, whatever it sent
+		} else if ct := http.Header(parseHeaderLines(f.header)).Get("Content-Type"); ct != "" {
 			c.MIME = strings.TrimSpace(strings.Split(ct, ";")[0])
-		} else if f.notModified {
-			c.MIME = orig.MIME // as the crawler indexes a 304: the original's type
 		}
 		if err := index.Put(b, c); err != nil {
 			t.Fatal(err)
