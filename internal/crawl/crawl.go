@@ -561,7 +561,7 @@ func (c *Crawler) queueRevisits(ctx context.Context) {
 		// queued. Queueing everything again would visit the former twice.
 		c.cfg.Logger.Info("re-crawl: resuming an interrupted --recrawl-all: the URLs it has not visited yet are still queued")
 	}
-	if n, err := c.queueDue(ctx, before, false); err != nil {
+	if n, err := c.queueDue(ctx, before); err != nil {
 		c.cfg.Logger.Warn("re-crawl: cannot queue due URLs", "err", err)
 	} else {
 		c.cfg.Logger.Info("re-crawl: queued URLs due for a visit", "urls", n)

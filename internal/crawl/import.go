@@ -331,8 +331,8 @@ func (im *importer) adoptPass(ctx context.Context) (int, error) {
 		if err != nil {
 			return fmt.Errorf("import: %w", err)
 		}
-		if found && cp.RecordID == o.RecordID && (cp.Digest != first.Digest || cp.SimHash != first.SimHash) {
-			cp.Digest, cp.SimHash = first.Digest, first.SimHash
+		if found && cp.RecordID == o.RecordID && (cp.Digest != first.Digest || cp.SimHash != first.SimHash || notModifiedType(cp, first) != cp.MIME) {
+			cp.Digest, cp.SimHash, cp.MIME = first.Digest, first.SimHash, notModifiedType(cp, first)
 			if err := index.Put(b, cp); err != nil {
 				return err
 			}
@@ -406,6 +406,17 @@ func (im *importer) adoptPass(ctx context.Context) (int, error) {
 		}
 	}
 	return adopted, flush(true)
+}
+
+// notModifiedType is the media type revisit cp is indexed with once its
+// payload is known to be orig's: for a 304, which describes no bytes of its
+// own (and may name a wrong type), orig's, as the crawler indexes its own;
+// else its own.
+func notModifiedType(cp, orig index.Capture) string {
+	if cp.Status == http.StatusNotModified {
+		return orig.MIME
+	}
+	return cp.MIME
 }
 
 // maxWalk bounds the orphans one Import walks the index for (and holds in
@@ -913,7 +924,7 @@ func (im *importer) commit(g *group) error {
 				}
 			}
 			if ok {
-				cp.SimHash = first.SimHash
+				cp.SimHash, cp.MIME = first.SimHash, notModifiedType(cp, first)
 			} else if err := noteOrphan(b, cp, p.rec); err != nil {
 				return fail(err)
 			}

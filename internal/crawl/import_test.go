@@ -1170,7 +1170,7 @@ func TestImportRevisitNamedByDateBesideARedirect(t *testing.T) {
 		t.Errorf("%d revisits unresolved; want none", s.Unresolved)
 	}
 	want := page.Header.Get("WARC-Payload-Digest")
-	if cs := archived(t, data)["https://site.example/"]; len(cs) != 2 || cs[1].Type != warc.TypeRevisit || cs[1].Digest != want {
-		t.Errorf("captures of the page %+v; want the revisit with the page's digest %s", cs, want)
+	if cs := archived(t, data)["https://site.example/"]; len(cs) != 2 || cs[1].Type != warc.TypeRevisit || cs[1].Digest != want || cs[1].MIME != "text/html" {
+		t.Errorf("captures of the page %+v; want the revisit with the page's digest %s and type", cs, want)
 	}
 }

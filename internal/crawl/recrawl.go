@@ -403,20 +403,15 @@ func rebound(p schedule.Policy, s schedule.State) schedule.State {
 	return s
 }
 
-// queueDue queues the URLs due by before and returns how many. With
-// handOverOnly, it queues only those the crawler is to hand over
-// (handedOver) and leaves the rest as they are.
-func (c *Crawler) queueDue(ctx context.Context, before time.Time, handOverOnly bool) (int, error) {
+// queueDue queues the URLs due by before and returns how many.
+func (c *Crawler) queueDue(ctx context.Context, before time.Time) (int, error) {
 	total := 0
 	for {
 		var due, stale []recrawl.Entry
 		err := recrawl.Due(c.db, before, func(e recrawl.Entry, isStale bool) bool {
-			switch {
-			case handOverOnly && !isStale && !c.handedOver(&e):
-				return true // passed over, not counted: the next pass skips it again
-			case isStale:
+			if isStale {
 				stale = append(stale, e)
-			default:
+			} else {
 				due = append(due, e)
 			}
 			return len(due)+len(stale) < recrawlBatch
@@ -432,6 +427,7 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time, handOverOnly b
 				}
 			}
 			items := make([]frontier.Item, 0, len(due))
+			handedOver := 0
 			now := time.Now()
 			for _, d := range due {
 				e, ok, err := recrawl.GetKey(b, d.Key)
@@ -445,8 +441,7 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time, handOverOnly b
 				case c.handedOver(&e):
 					// Queued: the crawler leases it, hands it over and puts
 					// it back in the due queue (rescheduleLease).
-				case handOverOnly:
-					continue
+					handedOver++
 				case c.owner(e.URL) != "":
 					// Another node holds the host now; its schedule is its own,
 					// and its copies bring this entry up to date. Keep the
@@ -466,10 +461,9 @@ func (c *Crawler) queueDue(ctx context.Context, before time.Time, handOverOnly b
 				if err := recrawl.Take(b, e); err != nil {
 					return err
 				}
-				items = append(items, frontier.Item{URL: e.URL, Host: urlkey.Host(e.URL), Depth: e.Depth, Embed: e.Embed,
-					Redirects: e.Redirects, OffScopeHops: e.OffScopeHops})
+				items = append(items, revisitItem(e))
 			}
-			n = len(items)
+			n = len(items) - handedOver
 			return c.front.Requeue(b, items)
 		})
 		if err != nil {
@@ -493,12 +487,65 @@ func (c *Crawler) handedOver(e *recrawl.Entry) bool {
 	return !e.Captured() && !robots.IsFile(e.URL) && c.owner(e.URL) != ""
 }
 
+// revisitItem is the frontier item that visits entry e.
+func revisitItem(e recrawl.Entry) frontier.Item {
+	return frontier.Item{URL: e.URL, Host: urlkey.Host(e.URL), Depth: e.Depth, Embed: e.Embed,
+		Redirects: e.Redirects, OffScopeHops: e.OffScopeHops}
+}
+
 // HandOverUncaptured queues every URL that handedOver says is to go to
 // another node, due or not, for the crawler to hand over as it leases
 // them, and returns how many. A node leaving its network calls it once
-// it is out of the ring, so that they all go.
+// it is out of the ring, so that they all go. The entries are read in one
+// pass, then queued a batch at a time: each goes once, though the crawler
+// puts those it has handed over back in the due queue meanwhile. When the
+// crawler is not running (or stops), the error is ErrNotRunning, with the
+// number of URLs that stay behind.
 func (c *Crawler) HandOverUncaptured(ctx context.Context) (int, error) {
-	return c.queueDue(ctx, time.Unix(allDue, 0), true)
+	var keys []string
+	err := recrawl.Due(c.db, time.Unix(allDue, 0), func(e recrawl.Entry, stale bool) bool {
+		if !stale && c.handedOver(&e) {
+			keys = append(keys, e.Key)
+		}
+		return ctx.Err() == nil
+	})
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("crawl: hand over URLs that left no capture: %w", err)
+	}
+	if len(keys) > 0 && !c.Running() {
+		return len(keys), ErrNotRunning
+	}
+	total := 0
+	for batch := range slices.Chunk(keys, recrawlBatch) {
+		err := c.Update(ctx, func(b *pebble.Batch) error {
+			var items []frontier.Item
+			for _, k := range batch {
+				e, ok, err := recrawl.GetKey(b, k)
+				if err != nil {
+					return err
+				}
+				if !ok || e.Due.IsZero() || !c.handedOver(&e) {
+					continue // queued, visited or taken back meanwhile
+				}
+				if err := recrawl.Take(b, e); err != nil {
+					return err
+				}
+				items = append(items, revisitItem(e))
+			}
+			total += len(items)
+			return c.front.Requeue(b, items)
+		})
+		if errors.Is(err, ErrNotRunning) {
+			return len(keys) - total, err
+		}
+		if err != nil {
+			return total, fmt.Errorf("crawl: hand over URLs that left no capture: %w", err)
+		}
+	}
+	return total, nil
 }
 
 // allDue is a Unix time past every entry's due time.
@@ -646,7 +693,7 @@ func (c *Crawler) pumpDue(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		if _, err := c.queueDue(ctx, time.Now(), false); err != nil && ctx.Err() == nil {
+		if _, err := c.queueDue(ctx, time.Now()); err != nil && ctx.Err() == nil {
 			c.cfg.Logger.Warn("re-crawl: cannot queue due URLs", "err", err)
 		}
 		if time.Since(lastRetry) >= retryEvery {

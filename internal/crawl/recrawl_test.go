@@ -509,6 +509,62 @@ func TestUncapturedURLOfAnotherNodesSiteIsHandedOver(t *testing.T) {
 	}
 }
 
+// A node leaving hands over each URL whose visit left no capture once,
+// whatever their number: the crawler puts those it has handed over back in
+// the due queue while the rest are queued, and captured entries are left
+// as they are.
+func TestHandOverUncapturedHandsEachOverOnce(t *testing.T) {
+	const captured, uncaptured = 3000, 2*recrawlBatch + 100
+	cfg := directConfig(t)
+	db, err := OpenDB(cfg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().Add(48 * time.Hour).Truncate(time.Second)
+	b := db.NewIndexedBatch()
+	for i := range captured + uncaptured {
+		u := fmt.Sprintf("http://h%d.test/p%d", i%50, i)
+		e := recrawl.Entry{URL: u, Due: base.Add(time.Duration(i) * time.Second)}
+		if i%3 == 0 && i/3 < captured {
+			e.Payload = recrawl.Ref{URL: u, Time: base, RecordID: fmt.Sprintf("<urn:uuid:%d>", i)}
+			e.Digest = "sha1:X"
+		}
+		if err := recrawl.Put(b, nil, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	db.Close()
+
+	router := &elsewhere{halfRouter{routed: map[string]int{}}}
+	cfg.Router = router
+	c, stop := running(t, cfg)
+	n, err := c.HandOverUncaptured(context.Background())
+	if err != nil || n != uncaptured {
+		t.Fatalf("HandOverUncaptured queued %d (%v); want %d", n, err, uncaptured)
+	}
+	for deadline := time.Now().Add(time.Minute); c.Stats().Queued > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	routed := router.take()
+	more := 0
+	for _, k := range routed {
+		if k != 1 {
+			more++
+		}
+	}
+	if len(routed) != uncaptured || more != 0 {
+		t.Errorf("%d URLs handed over, %d of them more than once; want each of the %d once", len(routed), more, uncaptured)
+	}
+	if s := c.Stats(); s.RevisitsQueued != 0 {
+		t.Errorf("%d revisits counted queued; want none: the URLs were handed over, not revisited", s.RevisitsQueued)
+	}
+}
+
 // A capture cut at the size limit is as much of the page as a crawl under
 // that limit keeps: its revisits are conditional, and an unchanged body
 // becomes a revisit record, not another cut copy at every visit (a large

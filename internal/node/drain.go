@@ -105,10 +105,16 @@ func (n *Node) Leave(ctx context.Context) error {
 	// The URLs whose visits here captured nothing (refused by robots.txt,
 	// names that did not resolve) have no copy to take them to the new
 	// holders: they go as URLs, with the frontier.
-	if k, err := n.crawl.HandOverUncaptured(ctx); err != nil && !errors.Is(err, crawl.ErrNotRunning) {
-		return fmt.Errorf("node: handing over the URLs that left no capture: %w", err)
-	} else if k > 0 {
-		n.log.Info("node: handing over the URLs that left no capture", "urls", k)
+	leftBehind := false
+	switch k, err := n.crawl.HandOverUncaptured(ctx); {
+	case errors.Is(err, crawl.ErrNotRunning):
+		n.log.Warn("node: the crawler has stopped (its page budget spent): leaving without the URLs whose visits left no capture",
+			"urls", k)
+		leftBehind = k > 0
+	case err != nil:
+		return fmt.Errorf("node: %w", err)
+	case k > 0:
+		n.log.Info("node: handing over the URLs whose visits left no capture", "urls", k)
 	}
 	// 3. Wait until the frontier and the outbox are empty. URLs set aside
 	// after a failed fetch (the host or the network was down) go with the
@@ -150,7 +156,7 @@ wait:
 	}
 	// Registrations that reached this node while the others still saw it.
 	n.moveRegistry(ctx, ownerAfter)
-	if !warned {
+	if !warned && !leftBehind {
 		// Nothing stayed behind: the others need not look for it.
 		n.announceRetired(ctx, members)
 	}

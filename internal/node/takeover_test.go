@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
@@ -167,4 +168,43 @@ func TestLeaveHandsOverURLsThatLeftNoCapture(t *testing.T) {
 		err = other.local.Index().Captures(context.Background(), key, false, func(index.Capture) (bool, error) { n++; return true, nil })
 		return err == nil && n == 1
 	})
+}
+
+// A node whose crawler has stopped (its page budget spent) cannot hand
+// over the URLs whose visits left no capture: it leaves without them and
+// does not tell the others it retired with its part handed over, so that
+// they look for what it held, as after a crash.
+func TestLeaveWithStoppedCrawlerKeepsUncapturedURLsFound(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/robots.txt":
+			fmt.Fprint(w, "User-agent: *\nDisallow: /private\n")
+		default:
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprint(w, `<html><body><a href="/private">private</a> <a href="/b">b</a></body></html>`)
+		}
+	}))
+	defer srv.Close()
+	nodes, _ := startNetwork(t, 2, "", func(c *Config) { c.RepairEvery = time.Hour; c.Crawl.MaxPages = 2 })
+	if _, err := Submit(context.Background(), nodes[0].data, []string{srv.URL + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	var owner, other *testNode
+	waitFor(t, "a crawler to refuse /private and stop", func() bool {
+		for i, n := range nodes {
+			if st := n.crawl.Stats(); st.Robots == 1 && st.Queued == 0 && st.Deferred == 0 && !n.crawl.Running() {
+				owner, other = n, nodes[1-i]
+				return true
+			}
+		}
+		return false
+	})
+	leave(t, owner)
+	waitFor(t, other.name+" to record the departure", func() bool {
+		ds, err := other.departures()
+		return err == nil && len(ds) == 1 && ds[0].Member.ID == owner.ID()
+	})
+	if ok, err := other.retired(owner.ID(), time.Now()); err != nil || ok {
+		t.Errorf("%s was told that %s retired with its part handed over (%v); /private stayed behind", other.name, owner.name, err)
+	}
 }
