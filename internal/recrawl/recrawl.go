@@ -176,7 +176,10 @@ func Key(url string) string {
 // Get returns the entry of url. r is the database or an indexed batch.
 func Get(r pebble.Reader, url string) (Entry, bool, error) { return GetKey(r, Key(url)) }
 
-// GetKey returns the entry whose Key is key.
+// GetKey returns the entry whose Key is key. An entry that cannot be
+// decoded (a value damaged on disk) reads as none: the URL's next visit
+// writes it anew, and one bad value costs one URL its schedule, not every
+// URL due after it, nor a crawl whose commit reads it.
 func GetKey(r pebble.Reader, key string) (Entry, bool, error) {
 	v, closer, err := r.Get(entryKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -188,14 +191,15 @@ func GetKey(r pebble.Reader, key string) (Entry, bool, error) {
 	defer closer.Close()
 	e, err := decodeEntry(v)
 	if err != nil {
-		return Entry{}, false, fmt.Errorf("recrawl: entry of %.200q: %w", key, err)
+		return Entry{}, false, nil
 	}
 	e.Key = key
 	return e, true, nil
 }
 
 // Entries returns up to limit entries whose Keys follow after, in Key
-// order: a walk over every URL, a batch at a time.
+// order: a walk over every URL, a batch at a time. Entries that cannot be
+// decoded are passed over, as GetKey reads them.
 func Entries(db *pebble.DB, after string, limit int) ([]Entry, error) {
 	lo := entryKey(after)
 	if after != "" {
@@ -211,7 +215,7 @@ func Entries(db *pebble.DB, after string, limit int) ([]Entry, error) {
 		key := string(it.Key()[len(entryPrefix):])
 		e, err := decodeEntry(it.Value())
 		if err != nil {
-			return es, fmt.Errorf("recrawl: entry of %.200q: %w", key, err)
+			continue
 		}
 		e.Key = key
 		es = append(es, e)

@@ -358,20 +358,50 @@ func TestGetPut(t *testing.T) {
 	}
 }
 
-func TestGetCorrupt(t *testing.T) {
+// An entry damaged on disk reads as none: Due reports its due key stale
+// and goes on to the next, Entries passes over it, and a Put writes it
+// anew.
+func TestCorruptEntryReadsAsNone(t *testing.T) {
 	db := openDB(t)
-	u := "http://x.test/"
+	u, v := "http://x.test/", "http://y.test/"
+	b := db.NewIndexedBatch()
+	if err := Put(b, nil, Entry{URL: v, Due: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
 	if err := db.Set(entryKey(Key(u)), []byte{9, 9, 9}, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := Get(db, u); err == nil || ok {
-		t.Fatalf("corrupt entry: %v, %v", ok, err)
-	}
-	if err := db.Set(dueKey(t0, Key(u)), nil, pebble.Sync); err != nil {
+	if err := db.Set(dueKey(t0.Add(-time.Second), Key(u)), nil, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	if err := Due(db, t0, func(Entry, bool) bool { return true }); err == nil {
-		t.Fatal("Due over a corrupt entry: no error")
+	if _, ok, err := Get(db, u); err != nil || ok {
+		t.Fatalf("corrupt entry: %v, %v; want none", ok, err)
+	}
+	var seen []string
+	err := Due(db, t0, func(e Entry, stale bool) bool {
+		seen = append(seen, fmt.Sprintf("%s %v", e.Key, stale))
+		return true
+	})
+	if want := []string{Key(u) + " true", Key(v) + " false"}; err != nil || !slices.Equal(seen, want) {
+		t.Fatalf("Due over a corrupt entry: %q, %v; want %q", seen, err, want)
+	}
+	if es, err := Entries(db, "", 10); err != nil || len(es) != 1 || es[0].URL != v {
+		t.Fatalf("Entries over a corrupt entry: %+v, %v; want %s's alone", es, err, v)
+	}
+	b = db.NewIndexedBatch()
+	if err := Put(b, nil, Entry{URL: u, Due: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if e, ok, err := Get(db, u); err != nil || !ok || !e.Due.Equal(t0) {
+		t.Fatalf("entry written over the corrupt one: %+v, %v, %v", e, ok, err)
 	}
 }
 
