@@ -213,7 +213,12 @@ func settleSchedules(db *pebble.DB, given recrawl.Rules) (recrawl.Rules, error) 
 		}
 		return rules, nil
 	case specs != kept:
-		if err := db.Set([]byte(revisitKey), []byte(specs), pebble.Sync); err != nil {
+		// URLs visited under these rules take them: the next --recrawl
+		// moves every entry into their bounds (applyRules) again, even if
+		// they are the rules it last moved them under.
+		b := db.NewBatch()
+		defer b.Close()
+		if err := errors.Join(b.Set([]byte(revisitKey), []byte(specs), nil), b.Delete([]byte(rulesKey), nil), b.Commit(pebble.Sync)); err != nil {
 			return recrawl.Rules{}, fmt.Errorf("crawl: %w", err)
 		}
 	}

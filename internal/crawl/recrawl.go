@@ -571,19 +571,31 @@ func (c *Crawler) validators(cp, orig index.Capture) (etag, lastModified string)
 	if orig.RecordID == cp.RecordID {
 		candidates = candidates[:1] // a response: its own record, read once
 	}
+	if cp.Type == warc.TypeRevisit && orig.RecordID != cp.RecordID && !c.holdsWhole(orig) {
+		return "", "" // a revisit of a payload cut short
+	}
 	for _, r := range candidates {
 		if recrawl.Key(r.URL) != recrawl.Key(cp.URL) || r.Status < 200 || (r.Status >= 300 && r.Status != http.StatusNotModified) {
 			continue
 		}
 		wh, h, err := warc.HTTPHeaderAt(c.warcDir, warc.Location{Segment: r.Segment, Offset: r.Offset, Length: r.Length})
 		if err != nil || wh.Get("WARC-Truncated") != "" && r.Type != warc.TypeRevisit {
-			continue // only a whole capture may be kept by a 304 (a revisit's truncation is of the payload it points at)
+			continue // only a whole capture may be kept by a 304 (a revisit's own truncation is its omitted payload's)
 		}
 		if etag, lastModified = validator(h.Get("ETag")), validator(h.Get("Last-Modified")); etag != "" || lastModified != "" {
 			return etag, lastModified
 		}
 	}
 	return "", ""
+}
+
+// holdsWhole reports whether this node's record of capture orig, which
+// holds a payload, holds all of it (no WARC-Truncated): a revisit of one
+// cut short may not stand for the page at a conditional request, as a 304
+// would keep the cut copy for good. A record that cannot be read does not.
+func (c *Crawler) holdsWhole(orig index.Capture) bool {
+	wh, _, err := warc.HTTPHeaderAt(c.warcDir, warc.Location{Segment: orig.Segment, Offset: orig.Offset, Length: orig.Length})
+	return err == nil && wh.Get("WARC-Truncated") == ""
 }
 
 // keysKey holds the form of recrawl.Key the entries are stored under:
@@ -775,6 +787,15 @@ func (c *Crawler) scheduleFromIndex(ctx context.Context) (int, error) {
 			return err
 		}
 		if b.Len() > 4<<20 {
+			if !marked {
+				// Committed in pieces, marked with the first: a pass
+				// stopped after it resumes at the next run, rather than
+				// taking the entries it made for an archive scheduled.
+				if err := b.Set([]byte(unscheduledKey), nil, nil); err != nil {
+					return fmt.Errorf("crawl: %w", err)
+				}
+				marked = true
+			}
 			if err := b.Commit(pebble.NoSync); err != nil {
 				return fmt.Errorf("crawl: %w", err)
 			}

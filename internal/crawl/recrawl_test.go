@@ -1630,3 +1630,47 @@ func TestDamagedCaptureIsFetchedWholeAgain(t *testing.T) {
 		t.Errorf("requests conditional: %v, want %v", conditional, want)
 	}
 }
+
+// An imported revisit of a capture cut at the size limit (the archive
+// holds both) makes no revisit conditional: the import keeps no Cut, and
+// under a higher limit a 304 would keep the cut copy for good.
+func TestImportedRevisitOfACutCaptureIsNotConditional(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.Header.Get("If-None-Match"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "video/mp4")
+		if notModified(w, r, `"v1"`) {
+			return
+		}
+		io.WriteString(w, strings.Repeat("0123456789", 1000))
+	}))
+	defer srv.Close()
+	video := srv.URL + "/video"
+	cfg := directConfig(t, video)
+	cfg.MaxBodySize = 2000
+	runCrawl(t, cfg)
+	again := cfg
+	again.Seeds, again.RecrawlAll = nil, true
+	runCrawl(t, again) // a 304 revisit of the cut capture
+	files, err := filepath.Glob(filepath.Join(cfg.Data, "warc", "*.warc.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := directConfig(t)
+	if _, err := Import(context.Background(), other.Data, files, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	before := len(asked)
+	mu.Unlock()
+	other.Seeds, other.Recrawl = nil, true
+	runCrawl(t, other)
+	mu.Lock()
+	defer mu.Unlock()
+	if got := asked[before:]; len(got) != 1 || got[0] != "" {
+		t.Errorf("If-None-Match of the revisit after the import: %q; want one request, unconditional", got)
+	}
+}

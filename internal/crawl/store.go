@@ -190,7 +190,8 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 	if err != nil {
 		return false, err
 	}
-	if had && !old.State.LastVisit.Before(cp.Time.Truncate(time.Second)) {
+	recent := had && !old.State.LastVisit.Before(cp.Time.Truncate(time.Second))
+	if recent && old.Captured() {
 		return false, nil // it knows of a visit as recent
 	}
 	policy := c.cfg.Schedules.For(cp.URL)
@@ -200,6 +201,11 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 	case !had:
 		e = recrawl.Entry{Key: key, URL: cp.URL}
 		e.State, _ = policy.First(cp.Time)
+	case recent:
+		// A later visit here captured nothing (page recovery left the page
+		// to this copy's node): its schedule stands, and the copy gives
+		// it a capture to compare with.
+		e.URL = cp.URL
 	case old.Captured() && passing(cp.Status):
 		// As noteVisit has it: an error of the moment is a visit that
 		// found no change, and the page is still its last capture.
@@ -231,17 +237,25 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 	case cp.Type == warc.TypeResponse:
 		e.Payload, e.Cut = refTo(cp), f.cut
 	case cp.Digest != old.Digest || !had:
-		e.Cut = 0 // taken as whole: whether its original was cut is not read here
 		// The revisit's own record names its original, wherever that is;
 		// a record without the reference is matched by digest here.
 		e.Payload = f.refersTo
-		if e.Payload.RecordID == "" {
-			if orig, ok, err := index.ByDigest(b, cp.Digest); err == nil && ok {
-				e.Payload = refTo(orig)
-			}
+		orig, held, err := index.ByDigest(b, cp.Digest)
+		held = held && err == nil
+		if held && e.Payload.RecordID == "" {
+			e.Payload = refTo(orig)
+		}
+		e.Cut = 0
+		if held && !c.holdsWhole(orig) {
+			// A revisit of a capture cut at the size limit has its
+			// validators, and a 304 would keep the cut copy for good: the
+			// first revisit here fetches in full. (An original held
+			// elsewhere is taken as whole, so as not to fetch every page
+			// whose payload is on another node in full.)
+			e.ETag, e.LastModified = "", ""
 		}
 	}
-	if !had || !old.Due.IsZero() {
+	if !recent && (!had || !old.Due.IsZero()) {
 		e.Due = cp.Time.Add(schedule.Jitter(cp.URL, e.State.Interval))
 	}
 	var prev *recrawl.Entry

@@ -3,6 +3,7 @@ package crawl
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -449,5 +450,42 @@ func TestCopyStoredAgainBringsItsCompanions(t *testing.T) {
 	}
 	if got := companionsOf(dst.Data, again[0]); len(got) != len(srcLocs) {
 		t.Errorf("after the capture's second copy, %d request and metadata records follow it; want %d", len(got), len(srcLocs))
+	}
+}
+
+// A URL page recovery skipped (another node archived it) has an entry with
+// no capture and this visit's time: the copy of that capture, arriving
+// afterwards, gives it the capture to compare with, though older.
+func TestCopyAfterRecoveryGivesTheEntryItsCapture(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("ETag", `"e1"`)
+		io.WriteString(w, `<html><body><p>some words of a page worth keeping here</p><a href="/x">x</a></body></html>`)
+	}))
+	defer srv.Close()
+	holder := directConfig(t, srv.URL+"/page")
+	runCrawl(t, holder) // the previous holder's capture
+	caps := archived(t, holder.Data)
+	cp := caps[srv.URL+"/page"][0]
+
+	here := directConfig(t, srv.URL+"/page")
+	here.Recover = func(context.Context, string, time.Time) bool { return true }
+	if s := runCrawl(t, here); s.Recovered != 1 {
+		t.Fatalf("fixture: %d recovered", s.Recovered)
+	}
+	cfg := here
+	cfg.Seeds, cfg.Recover = nil, nil
+	storeCopies(t, cfg, captureCopy(t, filepath.Join(holder.Data, "warc"), cp))
+	db, err := OpenDB(here.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	e, ok, err := recrawl.Get(db, srv.URL+"/page")
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if !e.Captured() || e.ETag != `"e1"` || e.Digest != cp.Digest || e.Due.IsZero() {
+		t.Errorf("entry after the copy %+v; want the copy's capture, ETag and digest, still scheduled", e)
 	}
 }
