@@ -336,7 +336,7 @@ func (c *Crawler) noteVisit(b *pebble.Batch, r *result, cp *index.Capture, now t
 	if interval <= 0 {
 		interval = policy.Default
 	}
-	e.Due = now.Add(schedule.Jitter(u, interval))
+	e.Due = now.Add(policy.Jitter(u, interval))
 	if r.outcome == "retry" && !revisitFailed(r) {
 		// The frontier keeps the URL aside and queues it again itself
 		// (Frontier.Defer): queued, as the schedule sees it, so that it is
@@ -365,10 +365,11 @@ func revisitFailed(r *result) bool {
 // same text (SimHash distance 0: markup, tokens and numbers aside — a
 // request ID, a nonce, a visitor count), or an error page still answering
 // so (4xx: its body is no content of the page). Such a page is stored
-// again, as any new bytes are, but backs off as one that did not change,
-// rather than being fetched at the schedule's minimum forever.
+// again, as any new bytes are (or made a revisit of a capture that holds
+// them), but backs off as one that did not change, rather than being
+// fetched at the schedule's minimum forever. A 304 shows nothing of its own.
 func sameText(old *recrawl.Entry, cp *index.Capture, head uint64) bool {
-	if old.Head != head || head == 0 || cp.Type != warc.TypeResponse {
+	if old.Head != head || head == 0 || cp.Status == http.StatusNotModified {
 		return false
 	}
 	if cp.Status >= 400 && cp.Status < 500 {
@@ -391,7 +392,7 @@ func (c *Crawler) rescheduleLease(b *pebble.Batch, l frontier.Lease, now time.Ti
 	if interval <= 0 {
 		interval = policy.Default
 	}
-	e.Due = now.Add(schedule.Jitter(l.URL, interval))
+	e.Due = now.Add(policy.Jitter(l.URL, interval))
 	return recrawl.Put(b, &old, e)
 }
 
@@ -627,13 +628,14 @@ func (c *Crawler) applyRules(ctx context.Context) (int, error) {
 		if e.Due.IsZero() {
 			return false, nil
 		}
-		state, ok := c.cfg.Schedules.For(e.URL).Rebound(e.State)
+		policy := c.cfg.Schedules.For(e.URL)
+		state, ok := policy.Rebound(e.State)
 		if !ok {
 			return false, nil
 		}
 		old := e
 		e.State = state
-		e.Due = state.LastVisit.Add(schedule.Jitter(e.URL, state.Interval))
+		e.Due = state.LastVisit.Add(policy.Jitter(e.URL, state.Interval))
 		return true, recrawl.Put(b, &old, e)
 	})
 }

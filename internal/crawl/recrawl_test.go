@@ -803,7 +803,8 @@ func TestChangedRulesReschedule(t *testing.T) {
 			continue
 		}
 		b := before[i]
-		limit := e.State.LastVisit.Add(schedule.Jitter(e.URL, 2*time.Hour))
+		rule := schedule.Policy{Default: 30 * time.Minute, Min: 10 * time.Minute, Max: 2 * time.Hour}
+		limit := e.State.LastVisit.Add(rule.Jitter(e.URL, 2*time.Hour)) // within the rule's maximum
 		if e.Key != b.Key || e.State.Interval != 2*time.Hour || e.Due.Unix() != limit.Unix() {
 			t.Errorf("%s under a 2h maximum: interval %v, due %v; want 2h, due %v (it was %v)", e.URL, e.State.Interval, e.Due, limit, b.Due)
 		}
@@ -1151,9 +1152,9 @@ func (p *servedPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // recrawlPage crawls p's /page once, then revisits it after each of
-// answers, as it falls due, and returns the captures by path and the
-// page's entry.
-func recrawlPage(t *testing.T, p http.Handler, answers ...func()) (map[string][]index.Capture, recrawl.Entry) {
+// answers, as it falls due, and returns the captures by path, the page's
+// entry and the data directory.
+func recrawlPage(t *testing.T, p http.Handler, answers ...func()) (map[string][]index.Capture, recrawl.Entry, string) {
 	t.Helper()
 	srv := httptest.NewServer(p)
 	defer srv.Close()
@@ -1179,7 +1180,7 @@ func recrawlPage(t *testing.T, p http.Handler, answers ...func()) (map[string][]
 	if err != nil || !ok {
 		t.Fatalf("entry: %v %v", ok, err)
 	}
-	return caps, e
+	return caps, e, cfg.Data
 }
 
 // lastVisitAnIntervalAgo moves the last visit of u's entry back by its
@@ -1224,7 +1225,7 @@ const linkingPage = `<html><body><p>A page with enough words in it to be worth c
 func TestRecrawlPassesOverServerErrors(t *testing.T) {
 	p := &servedPage{}
 	p.set(200, "text/html", "", linkingPage)
-	all, e := recrawlPage(t, p,
+	all, e, _ := recrawlPage(t, p,
 		func() { p.set(503, "text/plain", "", "maintenance, back soon") },
 		func() { p.set(200, "text/html", "", linkingPage) })
 	caps := all["/page"]
@@ -1244,7 +1245,7 @@ func TestRecrawlRedirectWithAFreshSessionIDIsNoChange(t *testing.T) {
 		return func() { p.set(302, "text/html", "/x;jsessionid="+sid, "<html><body>302 Found</body></html>") }
 	}
 	to("0123456789ABCDEF0123456789abcdef")()
-	_, e := recrawlPage(t, p, to("FEDCBA9876543210fedcba9876543210"), to("00112233445566778899aabbccddeeff"))
+	_, e, _ := recrawlPage(t, p, to("FEDCBA9876543210fedcba9876543210"), to("00112233445566778899aabbccddeeff"))
 	if e.State.Visits != 2 || e.State.Changes != 0 {
 		t.Errorf("state %+v; want 2 visits and no change", e.State)
 	}
@@ -1264,7 +1265,7 @@ func TestRecrawlBacksOffAPageThatStaysDown(t *testing.T) {
 			p := &servedPage{}
 			p.set(200, "text/html", "", linkingPage)
 			down := func() { p.set(c.status, "text/plain", "", "down") }
-			all, e := recrawlPage(t, p, down, down, down)
+			all, e, _ := recrawlPage(t, p, down, down, down)
 			first, _ := schedule.DefaultPolicy().First(time.Now())
 			caps := all["/page"]
 			if len(caps) != c.captures || e.State.Visits != 3 || e.State.Changes != 0 || e.State.Interval <= first.Interval {
@@ -1306,8 +1307,13 @@ func TestRecrawlTextUnchangedIsNoChangeForTheSchedule(t *testing.T) {
 				return fmt.Sprintf(`<html><body><p>A page about %s, whose request id %d is shown at the bottom.</p></body></html>`, w, n)
 			}
 			p.set(200, "text/html", "", body())
-			next := func() { p.set(c.status, "text/html", "", body()) }
-			all, e := recrawlPage(t, p, next, next, next)
+			next := func() {
+				// A second apart: a copy of the same second as the last
+				// one its holder knows of is not a later visit.
+				time.Sleep(1100 * time.Millisecond)
+				p.set(c.status, "text/html", "", body())
+			}
+			all, e, data := recrawlPage(t, p, next, next, next)
 			responses := 0
 			for _, cp := range all["/page"] {
 				if cp.Type == warc.TypeResponse {
@@ -1320,7 +1326,42 @@ func TestRecrawlTextUnchangedIsNoChangeForTheSchedule(t *testing.T) {
 			if e.State.Visits != 3 || int(e.State.Changes) != c.changes {
 				t.Errorf("%d visits, %d changes; want 3 and %d", e.State.Visits, e.State.Changes, c.changes)
 			}
+			// A node holding copies of the captures counts as this one.
+			held := directConfig(t)
+			for _, cp := range all["/page"] {
+				storeCopies(t, held, captureCopy(t, filepath.Join(data, "warc"), cp))
+			}
+			db, err := OpenDB(held.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if he, ok, err := recrawl.Get(db, e.URL); err != nil || !ok || he.State.Changes != e.State.Changes {
+				t.Errorf("the copies' holder counts %d changes (%v, %v); want %d, as the fetching node", he.State.Changes, ok, err, e.State.Changes)
+			}
 		})
+	}
+}
+
+// A page whose bytes alternate between two versions of the same text (two
+// servers behind one name) has not changed for its schedule, though the
+// bytes of a visit are those of a capture before it, stored as a revisit.
+func TestRecrawlAlternatingBytesOfOneTextIsNoChange(t *testing.T) {
+	p := &servedPage{}
+	body := func(id int) string {
+		return fmt.Sprintf(`<html><body><p>A page about apples, served by backend %d of the cluster.</p></body></html>`, id)
+	}
+	p.set(200, "text/html", "", body(1))
+	serve := func(id int) func() { return func() { p.set(200, "text/html", "", body(id)) } }
+	all, e, _ := recrawlPage(t, p, serve(2), serve(1), serve(2))
+	revisits := 0
+	for _, cp := range all["/page"] {
+		if cp.Type == warc.TypeRevisit {
+			revisits++
+		}
+	}
+	if revisits != 2 || e.State.Visits != 3 || e.State.Changes != 0 {
+		t.Errorf("%d revisits, %d visits, %d changes; want the last two visits revisits of earlier bytes, and no change", revisits, e.State.Visits, e.State.Changes)
 	}
 }
 
@@ -1379,7 +1420,7 @@ func TestRecrawlComparesMoreThanThePayload(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := &servedPage{}
 			c.before(p)
-			all, e := recrawlPage(t, p, func() { c.after(p) })
+			all, e, _ := recrawlPage(t, p, func() { c.after(p) })
 			caps := all["/page"]
 			if len(caps) != 2 || caps[1].Digest != caps[0].Digest {
 				t.Fatalf("captures %v, want two of the same payload", caps)

@@ -16,7 +16,6 @@ import (
 	"github.com/waggle-archive/waggle/internal/index"
 	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/robots"
-	"github.com/waggle-archive/waggle/internal/schedule"
 	"github.com/waggle-archive/waggle/internal/warc"
 )
 
@@ -211,12 +210,12 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 		// found no change, and the page is still its last capture.
 		e.State, _ = policy.Next(old.State, cp.Time, false)
 		if !old.Due.IsZero() {
-			e.Due = cp.Time.Add(schedule.Jitter(cp.URL, e.State.Interval))
+			e.Due = cp.Time.Add(policy.Jitter(cp.URL, e.State.Interval))
 		}
 		return false, recrawl.Put(b, &old, e)
 	default:
 		e.URL = cp.URL
-		e.State, _ = policy.Next(old.State, cp.Time, changed)
+		e.State, _ = policy.Next(old.State, cp.Time, changed && !sameText(&old, &cp, f.head))
 	}
 	if f.etag != "" || cp.Status != http.StatusNotModified {
 		e.ETag = f.etag
@@ -256,7 +255,7 @@ func (c *Crawler) noteCopy(b *pebble.Batch, cp index.Capture, f copyFacts) (note
 		}
 	}
 	if !recent && (!had || !old.Due.IsZero()) {
-		e.Due = cp.Time.Add(schedule.Jitter(cp.URL, e.State.Interval))
+		e.Due = cp.Time.Add(policy.Jitter(cp.URL, e.State.Interval))
 	}
 	var prev *recrawl.Entry
 	if had {

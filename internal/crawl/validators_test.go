@@ -64,7 +64,7 @@ func TestNotModifiedNamingAnotherVersionIsFetchedWhole(t *testing.T) {
 	v2 := `<html><body><p>The SECOND version of the page, with other words.</p></body></html>`
 	p := &versionedPage{}
 	p.set(`"v1"`, v1)
-	caps, e := recrawlPage(t, p, func() { p.set(`"v2"`, v2) }, func() {})
+	caps, e, _ := recrawlPage(t, p, func() { p.set(`"v2"`, v2) }, func() {})
 	pages := caps["/page"]
 	if len(pages) != 3 {
 		t.Fatalf("%d captures of /page; want 3", len(pages))
@@ -121,7 +121,7 @@ func TestNotModifiedToAnUnconditionalRequestIsNoVisit(t *testing.T) {
 	p := &versionedPage{always: true}
 	p.set(`"v1"`, `<html><body><p>The first version.</p></body></html>`)
 	newETag := func() { p.set(`"v2"`, `<html><body><p>The second version.</p></body></html>`) }
-	caps, e := recrawlPage(t, p, newETag, newETag)
+	caps, e, _ := recrawlPage(t, p, newETag, newETag)
 	pages := caps["/page"]
 	def := schedule.DefaultPolicy().Default
 	if len(pages) != 1 || e.Digest != pages[0].Digest || e.ETag != `"v1"` || e.State.Interval != def {

@@ -31,6 +31,11 @@ func ParseRule(s string) (Rule, error) {
 		if r.Prefix == "" {
 			return Rule{}, fmt.Errorf("recrawl: rule %q: no URL prefix before '=' (give INTERVAL alone for every URL)", s)
 		}
+		// Prefixes match as SURT keys, in which a wildcard would be
+		// taken for a letter of a host name.
+		if strings.Contains(r.Prefix, "*") {
+			return Rule{}, fmt.Errorf("recrawl: rule %q: a prefix holds no wildcards (a host's rule covers it with and without www., not its other subdomains)", s)
+		}
 		if i := strings.Index(r.Prefix, "://"); i <= 0 || strings.ContainsAny(r.Prefix[:i], "/?#=&") {
 			// Prefixes match as SURT keys, whatever the scheme.
 			r.Prefix = "http://" + r.Prefix
@@ -64,6 +69,9 @@ func ParseRule(s string) (Rule, error) {
 		r.Policy.Max = 30 * min(ds[0], time.Duration(math.MaxInt64/30).Truncate(time.Second))
 	}
 	if err := r.Policy.Validate(); err != nil {
+		if len(parts) == 1 && (schedule.Policy{Default: ds[0], Min: r.Policy.Min, Max: ds[0]}).Validate() == nil {
+			return Rule{}, fmt.Errorf("recrawl: rule %q: INTERVAL alone sets MAX to 30 times it, more than 100 years: give INTERVAL,MIN,MAX", s)
+		}
 		return Rule{}, fmt.Errorf("recrawl: rule %q: %w", s, err)
 	}
 	return r, nil
@@ -104,14 +112,21 @@ func NewRules(def schedule.Policy, rules ...Rule) Rules {
 func (rs Rules) Specs() (specs []string, ok bool) { return slices.Clone(rs.specs), !rs.unspecified }
 
 // ParseRules parses the rules specs give, in order, over the default
-// schedule, as NewRules combines them.
+// schedule, as NewRules combines them. Two rules for the same URLs (two
+// defaults, or prefixes with one key) are an error: which one was meant
+// cannot be told.
 func ParseRules(specs []string) (Rules, error) {
 	rules := make([]Rule, 0, len(specs))
+	byKey := map[string]string{}
 	for _, s := range specs {
 		r, err := ParseRule(s)
 		if err != nil {
 			return Rules{}, err
 		}
+		if other, ok := byKey[r.key]; ok {
+			return Rules{}, fmt.Errorf("recrawl: rules %q and %q cover the same URLs: give one", other, s)
+		}
+		byKey[r.key] = s
 		rules = append(rules, r)
 	}
 	return NewRules(schedule.DefaultPolicy(), rules...), nil

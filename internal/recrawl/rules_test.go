@@ -65,7 +65,9 @@ func TestParseRuleErrors(t *testing.T) {
 		{"1500ms", "whole seconds"},
 		{"1h,1500ms,2h", "whole seconds"},
 		{"1h,1m,1000000h", "100 years"},
-		{"100000h", "100 years"},
+		{"100000h", "INTERVAL alone sets MAX to 30 times it, more than 100 years"},
+		{"*.example.com=1h", "no wildcards"},
+		{"http://*.example.com/=1h", "no wildcards"},
 		// 30 times this overflows a time.Duration.
 		{"2000000h", "100 years"},
 		{"1h,1m", "INTERVAL,MIN,MAX"},
@@ -220,5 +222,22 @@ func TestRulesString(t *testing.T) {
 		if other.String() == base.String() {
 			t.Errorf("%q schedules differently but reads as the same", other.String())
 		}
+	}
+}
+
+// Two rules for the same URLs are refused, whichever way they are written:
+// which one was meant cannot be told.
+func TestParseRulesRefusesTwoRulesForTheSameURLs(t *testing.T) {
+	for _, specs := range [][]string{
+		{"24h", "12h"},
+		{"example.com=1h", "http://www.example.com=6h"},
+		{"https://example.com/news/=1h", "example.com/news/=2h,1h,3h"},
+	} {
+		if _, err := ParseRules(specs); err == nil || !strings.Contains(err.Error(), "cover the same URLs") {
+			t.Errorf("ParseRules(%q): %v; want them refused", specs, err)
+		}
+	}
+	if _, err := ParseRules([]string{"24h", "example.com=1h", "example.com/news/=10m"}); err != nil {
+		t.Errorf("a default and two nested prefixes: %v", err)
 	}
 }

@@ -239,10 +239,16 @@ func (p Policy) target() float64 {
 	return (lo + hi) / 2
 }
 
+// Jitter is the package's Jitter kept within p's bounds: an interval at
+// MIN or MAX is not moved past it, for good, for a tenth of the URLs.
+func (p Policy) Jitter(url string, d time.Duration) time.Duration {
+	return min(max(Jitter(url, d), p.Min), max(p.Max, p.Min))
+}
+
 // Jitter spreads d by a fraction in [−10%, +10%) that depends only on url,
 // so that URLs discovered together do not fall due together, while each URL
 // keeps a steady rhythm. The result may lie up to 10% outside a Policy's
-// bounds.
+// bounds (Policy.Jitter keeps it within).
 func Jitter(url string, d time.Duration) time.Duration {
 	h := fnv.New64a()
 	h.Write([]byte(url))

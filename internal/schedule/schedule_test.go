@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -332,4 +333,33 @@ func FuzzUnmarshal(f *testing.F) {
 			t.Fatalf("decoded %+v schedules %+v", s, s2)
 		}
 	})
+}
+
+// A Policy's jitter keeps a visit within its bounds: an interval at MIN or
+// MAX is not moved past it, which would hold a tenth of the URLs outside
+// them at every visit; between them it is the package's Jitter.
+func TestPolicyJitterStaysWithinBounds(t *testing.T) {
+	daily := Policy{Default: 24 * time.Hour, Min: 24 * time.Hour, Max: 24 * time.Hour}
+	p := DefaultPolicy()
+	moved := 0
+	for i := range 1000 {
+		u := fmt.Sprintf("http://example.com/p%d", i)
+		if got := daily.Jitter(u, 24*time.Hour); got != 24*time.Hour {
+			t.Fatalf("%s under 24h,24h,24h: due after %v", u, got)
+		}
+		if got := p.Jitter(u, p.Max); got > p.Max || got < p.Max*9/10 {
+			t.Fatalf("%s at MAX %v: due after %v", u, p.Max, got)
+		}
+		if got := p.Jitter(u, p.Min); got < p.Min || got > p.Min*11/10 {
+			t.Fatalf("%s at MIN %v: due after %v", u, p.Min, got)
+		}
+		if got := p.Jitter(u, p.Default); got != Jitter(u, p.Default) {
+			t.Fatalf("%s at %v: %v, the package's Jitter %v", u, p.Default, got, Jitter(u, p.Default))
+		} else if got != p.Default {
+			moved++
+		}
+	}
+	if moved < 900 {
+		t.Errorf("only %d of 1000 URLs moved off the default interval: no jitter", moved)
+	}
 }
