@@ -78,8 +78,20 @@ func NewChains() *Chains { return &Chains{ends: map[chainLink]chainEnd{}} }
 // MaxRevisitChain revisits are followed, never one twice; an error reading
 // one wraps ErrChainRecord. It starts from what cs remembers: from a
 // revisit resolved before, the revisits on are not returned again (they
-// were then).
+// were then). When the revisits named lead to no payload, c's own payload
+// digest may still name one the archive holds, as a digest index (pywb's)
+// would find it.
 func (cs *Chains) Resolve(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, []index.Capture, error) {
+	o, via, err := cs.resolve(ctx, a, c, h)
+	if errors.Is(err, ErrNoOriginal) && len(via) > 0 && c.Digest != "" {
+		if orig, ok, derr := a.ByDigest(ctx, c, c.Digest); derr == nil && ok && orig.Type != warc.TypeRevisit {
+			return orig, via, nil
+		}
+	}
+	return o, via, err
+}
+
+func (cs *Chains) resolve(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, []index.Capture, error) {
 	first := c
 	followed := map[chainLink]bool{linkOf(c): true}
 	var via []index.Capture
@@ -261,8 +273,11 @@ func referredTo(ctx context.Context, a Archive, key, uri string, when time.Time,
 		}
 		score := 0
 		// A date to the microsecond (as this crawler writes them) names a
-		// capture indexed to the nanosecond.
-		if o.Time.Equal(when) || when.Nanosecond() != 0 && o.Time.Truncate(time.Microsecond).Equal(when) {
+		// capture indexed to the nanosecond. A date to the second names
+		// none exactly: import moves captures of one second apart by
+		// nanoseconds, and the first of them, on the second, may be
+		// another URL of the key (a redirect to the page).
+		if when.Nanosecond() != 0 && (o.Time.Equal(when) || o.Time.Truncate(time.Microsecond).Equal(when)) {
 			score += 2
 		}
 		if o.URL == canon || o.URL == uri {

@@ -231,6 +231,26 @@ func noteOrphan(b *pebble.Batch, cp index.Capture, rec *warc.Record) error {
 	return putOrphan(b, o)
 }
 
+// freshOrphan returns o as b holds it now, which an adoption or a claim
+// earlier in the same walk may have changed (ok false: gone), rather than
+// as it was listed: writing the listed copy back would undo a claim whose
+// reference is gone, for good.
+func freshOrphan(b *pebble.Batch, o orphan) (orphan, bool, error) {
+	v, closer, err := b.Get([]byte(orphanPrefix + o.RecordID))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return orphan{}, false, nil
+	}
+	if err != nil {
+		return orphan{}, false, fmt.Errorf("import: %w", err)
+	}
+	defer closer.Close()
+	var now orphan
+	if err := json.Unmarshal(v, &now); err != nil || now.RecordID != o.RecordID {
+		return o, true, nil // unreadable or another record's: as listed
+	}
+	return now, true, nil
+}
+
 // claimOrphans stages into b, which must be indexed, the payload digest
 // of the response or resource recordID for the orphans that name it by
 // record ID alone: adoptOrphans then finds their original by digest.
@@ -369,6 +389,21 @@ func (im *importer) adoptPass(ctx context.Context) (int, error) {
 			}
 			delete(byID, c.RecordID)
 			for _, o := range os {
+				o, ok, err := freshOrphan(b, o)
+				if err != nil {
+					return false, err
+				}
+				if !ok || o.Digest != "" {
+					// Adopted meanwhile, or claimed by an original adopted
+					// before it in this walk (claimOrphans): as it is now.
+					if ok {
+						err = im.placeOrphan(ctx, o, adopt)
+					}
+					if err != nil {
+						return false, err
+					}
+					continue
+				}
 				if c.Type != warc.TypeRevisit {
 					if err := adopt(o, c); err != nil {
 						return false, err
@@ -393,6 +428,13 @@ func (im *importer) adoptPass(ctx context.Context) (int, error) {
 		}
 		for _, os := range byID {
 			for _, o := range os {
+				o, ok, err := freshOrphan(b, o)
+				if err != nil {
+					return adopted, err
+				}
+				if !ok {
+					continue
+				}
 				// Walked for: from now on only an original imported later,
 				// which claims it, resolves it.
 				o.Walk = false

@@ -1174,3 +1174,29 @@ func TestImportRevisitNamedByDateBesideARedirect(t *testing.T) {
 		t.Errorf("captures of the page %+v; want the revisit with the page's digest %s and type", cs, want)
 	}
 }
+
+// A chain of 304s naming each the one before by record ID alone, imported
+// after its original (two files, two imports): the first revisit's
+// adoption gives the second its digest in the same walk, which the walk
+// must not then undo with the copy it had listed.
+func TestImportChainByIDAfterItsOriginal(t *testing.T) {
+	const url = "http://steady.example/"
+	month := func(i int) time.Time { return time.Date(2024, time.Month(1+i), 1, 0, 0, 0, 0, time.UTC) }
+	body := "<html><title>x</title>steady</html>"
+	r0, err := warc.NewResponse(url, month(0), []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nETag: \"s\"\r\nContent-Length: %d\r\n\r\n%s", len(body), body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := []byte("HTTP/1.1 304 Not Modified\r\nETag: \"s\"\r\n\r\n")
+	r1 := warc.NewRevisit(url, month(1), warc.ProfileServerNotModified, head, "", warc.RefersTo{ID: r0.ID()})
+	r2 := warc.NewRevisit(url, month(2), warc.ProfileServerNotModified, head, "", warc.RefersTo{ID: r1.ID()})
+	data := t.TempDir()
+	importFiles(t, data, warcFile(t, r0))
+	if s := importFiles(t, data, warcFile(t, r1, r2)); s.Unresolved != 0 {
+		t.Errorf("%d revisits unresolved; want none", s.Unresolved)
+	}
+	want := r0.Header.Get("WARC-Payload-Digest")
+	if cs := archived(t, data)[url]; len(cs) != 3 || cs[1].Digest != want || cs[2].Digest != want {
+		t.Errorf("captures %+v; want both revisits with the original's digest %s", cs, want)
+	}
+}

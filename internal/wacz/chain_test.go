@@ -200,3 +200,115 @@ func pagesOf(t *testing.T, path string) []map[string]string {
 	}
 	return pages
 }
+
+// A 304 that names by URL and date a revisit whose own original was never
+// imported, and holds a payload digest the archive has, replays that
+// payload, as a digest index would find it; the revisit it names, with no
+// digest, leads to none.
+func TestRevisitFallsBackToItsDigestPastABrokenChain(t *testing.T) {
+	const url = "http://steady.example/"
+	day := func(i int) time.Time { return time.Date(2024, 1, i, 0, 0, 0, 0, time.UTC) }
+	body := "<html><title>x</title>steady</html>"
+	r0, err := warc.NewResponse(url, day(1), []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nETag: \"s\"\r\nContent-Length: %d\r\n\r\n%s", len(body), body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := []byte("HTTP/1.1 304 Not Modified\r\nETag: \"s\"\r\n\r\n")
+	broken := warc.NewRevisit(url, day(3), warc.ProfileServerNotModified, head, "", warc.RefersTo{URI: url, Date: day(2)}) // day 2 not imported
+	withDigest := warc.NewRevisit(url, day(4), warc.ProfileServerNotModified, head, r0.Header.Get("WARC-Payload-Digest"), warc.RefersTo{URI: url, Date: day(3)})
+	dir := t.TempDir()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*warc.Record{r0, broken, withDigest} {
+		if _, err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	data := t.TempDir()
+	if _, err := crawl.Import(context.Background(), data, files, nil); err != nil {
+		t.Fatal(err)
+	}
+	db, err := crawl.OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var none []string
+	if _, err := archive.NewLocal(index.New(db), filepath.Join(data, "warc")).Unresolved(context.Background(), func(c index.Capture, err error) error {
+		none = append(none, c.Timestamp14())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(none) != 1 || none[0] != "20240103000000" {
+		t.Errorf("revisits leading to no payload: %v; want the one of 3 January alone", none)
+	}
+}
+
+// A 304 naming its original by URL and a date to the second, with no
+// digest (as Heritrix writes them), while the http URL's redirect and the
+// https page, one URL key, were fetched in that second: it is the page's,
+// though the redirect sits on the second itself.
+func TestRevisitNamedToTheSecondIsItsURLsCapture(t *testing.T) {
+	s := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	redirect, err := warc.NewResponse("http://site.example/", s, []byte("HTTP/1.1 301 Moved Permanently\r\nLocation: https://site.example/\r\nContent-Length: 0\r\n\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "<html><title>Real page</title>hello</html>"
+	page, err := warc.NewResponse("https://site.example/", s, []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(body), body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notModified := warc.NewRevisit("https://site.example/", s.AddDate(0, 1, 0), warc.ProfileServerNotModified,
+		[]byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "", warc.RefersTo{URI: "https://site.example/", Date: s})
+	dir := t.TempDir()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*warc.Record{redirect, page, notModified} {
+		if _, err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	data := t.TempDir()
+	if _, err := crawl.Import(context.Background(), data, files, nil); err != nil {
+		t.Fatal(err)
+	}
+	db, err := crawl.OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l := archive.NewLocal(index.New(db), filepath.Join(data, "warc"))
+	resolved := 0
+	l.Captures(context.Background(), "example,site)/", false, func(c index.Capture) (bool, error) {
+		if c.Type != warc.TypeRevisit {
+			return true, nil
+		}
+		rec, err := l.Record(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := archive.Original(context.Background(), l, c, rec.Header)
+		if err != nil || o.URL != "https://site.example/" || o.Status != 200 || c.Digest != page.Header.Get("WARC-Payload-Digest") {
+			t.Errorf("the 304 of https://site.example/ (indexed with digest %s) resolves to %s (status %d), %v; want the page", c.Digest, o.URL, o.Status, err)
+		}
+		resolved++
+		return true, nil
+	})
+	if resolved != 1 {
+		t.Errorf("%d revisits found; want 1", resolved)
+	}
+}
