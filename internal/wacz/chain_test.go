@@ -312,3 +312,42 @@ func TestRevisitNamedToTheSecondIsItsURLsCapture(t *testing.T) {
 		t.Errorf("%d revisits found; want 1", resolved)
 	}
 }
+
+// A page whose bytes were first archived as its 404 (a single-page app's
+// shell) and later answered 200 with them, an identical-payload revisit,
+// is listed as a page at that revisit: by its own status and type.
+func TestPagesListA200RevisitOfA404sBytes(t *testing.T) {
+	const url = "http://spa.example/route"
+	shell := `<!doctype html><html><head><title>App</title></head><body><div id="app"></div></body></html>`
+	day := func(i int) time.Time { return time.Date(2024, 1, i, 0, 0, 0, 0, time.UTC) }
+	notFound, err := warc.NewResponse(url, day(1), []byte(fmt.Sprintf("HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(shell), shell)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := warc.NewRevisit(url, day(2), warc.ProfileIdenticalPayload,
+		[]byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n", len(shell))),
+		notFound.Header.Get("WARC-Payload-Digest"), warc.RefersTo{ID: notFound.ID(), URI: url, Date: day(1)})
+	dir := t.TempDir()
+	w, err := warc.NewWriter(dir, warc.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*warc.Record{notFound, found} {
+		if _, err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	data := t.TempDir()
+	if _, err := crawl.Import(context.Background(), data, files, nil); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := export(t, data, wacz.Selection{})
+	pages := pagesOf(t, path)
+	if len(pages) != 1 || pages[0]["ts"] != "2024-01-02T00:00:00Z" || pages[0]["title"] != "App" {
+		t.Errorf("pages %v; want the 200 of 2 January alone, titled App", pages)
+	}
+}

@@ -445,19 +445,21 @@ func isPage(c index.Capture) bool {
 }
 
 // revisitsPage reports whether a revisit whose payload is in original
-// replays as a page: one whose original is a page, answered 200 again
-// with an HTML document (the payload unchanged), or 304 or with no HTTP
-// head at all, which replay as their original. Such a 304 need not name a
-// media type (other tools' do not), nor can a revisit without a head.
+// replays as a page: one answered 200 with an HTML document, its own
+// status and type (the bytes may first have been archived as a 404, or
+// under another URL), or a 304 or a revisit with no HTTP head at all,
+// which replay as their original, when that is a page. Such a 304 need not
+// name a media type (other tools' do not), nor can a revisit without a
+// head.
 func revisitsPage(c, original index.Capture) bool {
-	if c.Type != warc.TypeRevisit || !isPage(original) {
+	if c.Type != warc.TypeRevisit {
 		return false
 	}
 	switch c.Status {
 	case 200:
-		return isHTML(c.MIME)
+		return isHTML(c.MIME) && isHTML(original.MIME)
 	case 304, 0:
-		return c.MIME == "" || isHTML(c.MIME)
+		return (c.MIME == "" || isHTML(c.MIME)) && isPage(original)
 	}
 	return false
 }
