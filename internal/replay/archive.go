@@ -221,31 +221,13 @@ func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Rec
 var payloadHeaders = map[string]bool{"Content-Encoding": true, "Transfer-Encoding": true, "Content-Length": true}
 
 // standing returns the status and headers of the response a 304 revisit
-// c says still stands: the first capture along the revisits it names (via)
-// that is not itself a 304, else c's URL's last capture before c with c's
-// payload that was not. The capture holding the payload is not it: it may
-// be of another URL, or an earlier answer of this one with the same bytes
-// (a 404 the page's 200 repeats), whose status and headers are not the
-// page's now.
+// c says still stands (archive.Standing).
 func (s *Server) standing(ctx context.Context, c index.Capture, via []index.Capture) (*response, bool) {
-	for _, v := range via {
-		if v.Status != http.StatusNotModified {
-			return s.head(ctx, v)
-		}
-	}
-	var prev index.Capture
-	found := false
-	err := s.arc.CapturesBetween(ctx, c.URLKey, time.Time{}, c.Time, true, func(o index.Capture) (bool, error) {
-		if o.Time.Before(c.Time) && c.Digest != "" && o.Digest == c.Digest && o.Status != http.StatusNotModified {
-			prev, found = o, true
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil || !found {
+	st, ok, err := archive.Standing(ctx, s.arc, c, via)
+	if err != nil || !ok {
 		return nil, false
 	}
-	return s.head(ctx, prev)
+	return s.head(ctx, st)
 }
 
 // head returns the status and headers of capture c's record.

@@ -125,16 +125,7 @@ func TestExportTakesRevisitChains(t *testing.T) {
 	if s.Captures != 2 || s.Originals != 2 || s.Missing != 0 {
 		t.Errorf("export of the last two revisits: %+v; want them and the two captures before them", s)
 	}
-	again := t.TempDir()
-	if _, err := crawl.Import(context.Background(), again, []string{path}, nil); err != nil {
-		t.Fatal(err)
-	}
-	db, err := crawl.OpenDB(again)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	a := archive.NewLocal(index.New(db), filepath.Join(again, "warc"))
+	a := importedArchive(t, path)
 	for _, i := range []int{2, 3} {
 		var c index.Capture
 		a.Captures(context.Background(), "example,steady)/", false, func(x index.Capture) (bool, error) {
@@ -216,24 +207,7 @@ func TestRevisitFallsBackToItsDigestPastABrokenChain(t *testing.T) {
 	head := []byte("HTTP/1.1 304 Not Modified\r\nETag: \"s\"\r\n\r\n")
 	broken := warc.NewRevisit(url, day(3), warc.ProfileServerNotModified, head, "", warc.RefersTo{URI: url, Date: day(2)}) // day 2 not imported
 	withDigest := warc.NewRevisit(url, day(4), warc.ProfileServerNotModified, head, r0.Header.Get("WARC-Payload-Digest"), warc.RefersTo{URI: url, Date: day(3)})
-	dir := t.TempDir()
-	w, err := warc.NewWriter(dir, warc.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []*warc.Record{r0, broken, withDigest} {
-		if _, err := w.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-	data := t.TempDir()
-	if _, err := crawl.Import(context.Background(), data, files, nil); err != nil {
-		t.Fatal(err)
-	}
+	data := importRecords(t, r0, broken, withDigest)
 	db, err := crawl.OpenDB(data)
 	if err != nil {
 		t.Fatal(err)
@@ -268,24 +242,7 @@ func TestRevisitNamedToTheSecondIsItsURLsCapture(t *testing.T) {
 	}
 	notModified := warc.NewRevisit("https://site.example/", s.AddDate(0, 1, 0), warc.ProfileServerNotModified,
 		[]byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "", warc.RefersTo{URI: "https://site.example/", Date: s})
-	dir := t.TempDir()
-	w, err := warc.NewWriter(dir, warc.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []*warc.Record{redirect, page, notModified} {
-		if _, err := w.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-	data := t.TempDir()
-	if _, err := crawl.Import(context.Background(), data, files, nil); err != nil {
-		t.Fatal(err)
-	}
+	data := importRecords(t, redirect, page, notModified)
 	db, err := crawl.OpenDB(data)
 	if err != nil {
 		t.Fatal(err)
@@ -327,12 +284,65 @@ func TestPagesListA200RevisitOfA404sBytes(t *testing.T) {
 	found := warc.NewRevisit(url, day(2), warc.ProfileIdenticalPayload,
 		[]byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n", len(shell))),
 		notFound.Header.Get("WARC-Payload-Digest"), warc.RefersTo{ID: notFound.ID(), URI: url, Date: day(1)})
+	data := importRecords(t, notFound, found)
+	path, _ := export(t, data, wacz.Selection{})
+	pages := pagesOf(t, path)
+	if len(pages) != 1 || pages[0]["ts"] != "2024-01-02T00:00:00Z" || pages[0]["title"] != "App" {
+		t.Errorf("pages %v; want the 200 of 2 January alone, titled App", pages)
+	}
+}
+
+// An export of a 304 takes along the capture whose status and headers it
+// says still stand, besides the one holding its payload: a page first
+// archived as a 404 with the same bytes replays, once imported elsewhere,
+// as the 200 it was, not as that 404.
+func TestExportOfANotModifiedTakesWhatStands(t *testing.T) {
+	const url = "http://spa.example/route"
+	day := func(i int) time.Time { return time.Date(2024, 1, i, 0, 0, 0, 0, time.UTC) }
+	shell := "<!doctype html><html><head><title>App</title></head><body><div id=app></div></body></html>"
+	notFound, err := warc.NewResponse(url, day(1), []byte(fmt.Sprintf("HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(shell), shell)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := notFound.Header.Get("WARC-Payload-Digest")
+	ref := warc.RefersTo{ID: notFound.ID(), URI: url, Date: day(1)}
+	found := warc.NewRevisit(url, day(2), warc.ProfileIdenticalPayload,
+		[]byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nETag: \"e2\"\r\nContent-Length: %d\r\n\r\n", len(shell))), digest, ref)
+	notModified := warc.NewRevisit(url, day(3), warc.ProfileServerNotModified, []byte("HTTP/1.1 304 Not Modified\r\nETag: \"e2\"\r\n\r\n"), digest, ref)
+	data := importRecords(t, notFound, found, notModified)
+	path, s := export(t, data, wacz.Selection{From: day(3)})
+	if s.Captures != 1 || s.Originals != 2 {
+		t.Errorf("export of the 304: %+v; want it, the 404 holding its bytes and the 200 that stands", s)
+	}
+	a := importedArchive(t, path)
+	var last index.Capture
+	a.Captures(context.Background(), "example,spa)/route", false, func(c index.Capture) (bool, error) {
+		last = c
+		return true, nil
+	})
+	rec, err := a.Record(context.Background(), last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, via, err := archive.NewChains().Resolve(context.Background(), a, last, rec.Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, ok, err := archive.Standing(context.Background(), a, last, via); err != nil || !ok || st.Status != 200 || !st.Time.Equal(day(2)) {
+		t.Errorf("imported, the 304 of %s stands for %+v (%v, %v); want the 200 of 2 January", last.Timestamp14(), st, ok, err)
+	}
+}
+
+// importRecords writes recs, in order, into a WARC file and imports it
+// into a new data directory, which it returns.
+func importRecords(t *testing.T, recs ...*warc.Record) string {
+	t.Helper()
 	dir := t.TempDir()
 	w, err := warc.NewWriter(dir, warc.WriterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []*warc.Record{notFound, found} {
+	for _, r := range recs {
 		if _, err := w.Write(r); err != nil {
 			t.Fatal(err)
 		}
@@ -340,14 +350,29 @@ func TestPagesListA200RevisitOfA404sBytes(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	files, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("segments %v, %v", files, err)
+	}
 	data := t.TempDir()
 	if _, err := crawl.Import(context.Background(), data, files, nil); err != nil {
 		t.Fatal(err)
 	}
-	path, _ := export(t, data, wacz.Selection{})
-	pages := pagesOf(t, path)
-	if len(pages) != 1 || pages[0]["ts"] != "2024-01-02T00:00:00Z" || pages[0]["title"] != "App" {
-		t.Errorf("pages %v; want the 200 of 2 January alone, titled App", pages)
+	return data
+}
+
+// importedArchive imports the file at path into a new data directory and
+// returns its archive, open until the test ends.
+func importedArchive(t *testing.T, path string) *archive.Local {
+	t.Helper()
+	data := t.TempDir()
+	if _, err := crawl.Import(context.Background(), data, []string{path}, nil); err != nil {
+		t.Fatal(err)
 	}
+	db, err := crawl.OpenDB(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return archive.NewLocal(index.New(db), filepath.Join(data, "warc"))
 }

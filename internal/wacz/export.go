@@ -329,7 +329,11 @@ func (e *exporter) selected(f *fetched) error {
 	case f.original.URLKey != "":
 		// The revisits a chain passes through go too: a copy of the
 		// revisit resolves only through them when they name no digest.
-		for _, o := range append(slices.Clip(f.via), f.original) {
+		goes := append(slices.Clip(f.via), f.original)
+		if f.standing.URLKey != "" {
+			goes = append(goes, f.standing)
+		}
+		for _, o := range goes {
 			if e.sel.contains(o) {
 				continue
 			}

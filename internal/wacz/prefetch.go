@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -38,8 +39,11 @@ type fetched struct {
 	// For a selected revisit: the capture holding its payload (zero when
 	// it names none), or why it was not found (archive.ErrNoOriginal when
 	// the archive holds the payload nowhere).
-	original    index.Capture
-	via         []index.Capture // revisits between it and original (archive.Chain)
+	original index.Capture
+	via      []index.Capture // revisits between it and original (archive.Chain)
+	// standing is, for a 304, the capture whose status and headers it says
+	// still stand, when that is not original (archive.Standing).
+	standing    index.Capture
 	originalErr error
 	page        bool // a line of pages.jsonl
 	title       string
@@ -270,6 +274,13 @@ func (e *exporter) resolve(ctx context.Context, f *fetched, h warc.Header) {
 	f.original, f.via, f.originalErr = e.chains.Resolve(ctx, e.src.Archive, f.c, h)
 	if f.originalErr != nil {
 		f.originalErr = fmt.Errorf("its original: %w", f.originalErr)
+		return
+	}
+	if f.c.Status == http.StatusNotModified {
+		// Replayed with its status and headers: it goes along too.
+		if st, ok, err := archive.Standing(ctx, e.src.Archive, f.c, f.via); err == nil && ok && st.RecordID != f.original.RecordID {
+			f.standing = st
+		}
 	}
 }
 
