@@ -376,3 +376,13 @@ func importedArchive(t *testing.T, path string) *archive.Local {
 	t.Cleanup(func() { db.Close() })
 	return archive.NewLocal(index.New(db), filepath.Join(data, "warc"))
 }
+
+// A revisit that names its original by record ID alone, which the archive
+// never held, is counted missing by an export, as verify reports it.
+func TestExportCountsARevisitNamedByIDAloneMissing(t *testing.T) {
+	rec := warc.NewRevisit("http://steady.example/", time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC), warc.ProfileServerNotModified,
+		[]byte("HTTP/1.1 304 Not Modified\r\n\r\n"), "", warc.RefersTo{ID: "<urn:uuid:0c4f6a1e-0000-4000-8000-000000000009>"})
+	if _, s := export(t, importRecords(t, rec), wacz.Selection{}); s.Captures != 1 || s.Missing != 1 {
+		t.Errorf("export: %+v; want the revisit, its original missing", s)
+	}
+}

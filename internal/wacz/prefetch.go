@@ -269,7 +269,10 @@ func (f *fetched) closeSpool() {
 // header is h.
 func (e *exporter) resolve(ctx context.Context, f *fetched, h warc.Header) {
 	if f.c.Digest == "" && h.Get("WARC-Refers-To-Target-URI") == "" {
-		return // a revisit that names no payload (server-not-modified): nothing to resolve
+		// Named by record ID alone, or not at all, and never adopted by
+		// a capture of the payload: replay finds none either.
+		f.originalErr = fmt.Errorf("its original: %w", archive.ErrNoOriginal)
+		return
 	}
 	f.original, f.via, f.originalErr = e.chains.Resolve(ctx, e.src.Archive, f.c, h)
 	if f.originalErr != nil {
