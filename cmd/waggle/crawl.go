@@ -19,6 +19,7 @@ import (
 	"github.com/waggle-archive/waggle/internal/crawl"
 	"github.com/waggle-archive/waggle/internal/recrawl"
 	"github.com/waggle-archive/waggle/internal/replay"
+	"github.com/waggle-archive/waggle/internal/schedule"
 )
 
 // crawlFlags registers the crawl flags on fs; the node command shares them.
@@ -42,13 +43,17 @@ func crawlFlags(fs *flag.FlagSet, cfg *crawl.Config) (scope *string, delay *stri
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "whole-request timeout")
 	fs.IntVar(&cfg.Retries, "retries", 2, "times a crawl run, once nothing else is queued, tries again the URLs whose fetch failed for a reason that may pass (host or network down); the rest wait for the next run (a node retries hourly); a revisit that fails so waits for its schedule, which backs it off")
 	fs.DurationVar(&cfg.RetryWait, "retry-wait", 30*time.Second, "pause before a run's first retry of failed fetches, doubled before each next up to an hour")
-	var specs []string
+	var rules []recrawl.Rule
 	fs.Func("revisit", "re-crawl schedule `[URL-PREFIX=]INTERVAL[,MIN,MAX]`, repeatable: URLs under the prefix (every URL without one) are revisited after INTERVAL at first, then adaptively within MIN..MAX (default: 24h,1h,720h; with INTERVAL alone, a 24th of it and 30 times it)", func(v string) error {
-		rules, err := recrawl.ParseRules(append(specs, v))
+		r, err := recrawl.ParseRule(v)
+		if err == nil {
+			err = recrawl.Distinct(append(rules, r))
+		}
 		if err != nil {
 			return err
 		}
-		specs, cfg.Schedules = append(specs, v), rules
+		rules = append(rules, r)
+		cfg.Schedules = recrawl.NewRules(schedule.DefaultPolicy(), rules...)
 		return nil
 	})
 	return scope, delay

@@ -580,3 +580,17 @@ func TestStatusContentSeenLine(t *testing.T) {
 		t.Errorf("status points at the log with no unproven hit:\n%s", out.String())
 	}
 }
+
+// --revisit refuses two rules for the same URLs, naming both, before
+// anything is crawled.
+func TestRevisitFlagRefusesTwoRulesForTheSameURLs(t *testing.T) {
+	var out bytes.Buffer
+	data := filepath.Join(t.TempDir(), "data")
+	code := run(context.Background(), []string{"crawl", "--data", data, "--revisit", "example.com=1h", "--revisit", "www.example.com=6h", "http://example.com/"}, &out, &out)
+	if code == 0 || !strings.Contains(out.String(), `"example.com=1h" and "www.example.com=6h" cover the same URLs`) {
+		t.Errorf("exit %d, %q; want the two rules named and refused", code, out.String())
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("the data directory was made (%v): the crawl went ahead", err)
+	}
+}

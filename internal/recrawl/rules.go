@@ -111,22 +111,31 @@ func NewRules(def schedule.Policy, rules ...Rule) Rules {
 // did not make, which no spec gives.
 func (rs Rules) Specs() (specs []string, ok bool) { return slices.Clone(rs.specs), !rs.unspecified }
 
+// Distinct returns an error naming two of rules that cover the same URLs
+// (two defaults, or prefixes with one key), whose meaning cannot be told:
+// rules being given (--revisit) are checked so. NewRules and ParseRules
+// take such rules as they always have (the last default, the first rule
+// of a key), so that a data directory that kept them still opens.
+func Distinct(rules []Rule) error {
+	byKey := map[string]string{}
+	for _, r := range rules {
+		if other, ok := byKey[r.key]; ok {
+			return fmt.Errorf("recrawl: rules %q and %q cover the same URLs: give one", other, r.spec)
+		}
+		byKey[r.key] = r.spec
+	}
+	return nil
+}
+
 // ParseRules parses the rules specs give, in order, over the default
-// schedule, as NewRules combines them. Two rules for the same URLs (two
-// defaults, or prefixes with one key) are an error: which one was meant
-// cannot be told.
+// schedule, as NewRules combines them.
 func ParseRules(specs []string) (Rules, error) {
 	rules := make([]Rule, 0, len(specs))
-	byKey := map[string]string{}
 	for _, s := range specs {
 		r, err := ParseRule(s)
 		if err != nil {
 			return Rules{}, err
 		}
-		if other, ok := byKey[r.key]; ok {
-			return Rules{}, fmt.Errorf("recrawl: rules %q and %q cover the same URLs: give one", other, s)
-		}
-		byKey[r.key] = s
 		rules = append(rules, r)
 	}
 	return NewRules(schedule.DefaultPolicy(), rules...), nil

@@ -226,18 +226,33 @@ func TestRulesString(t *testing.T) {
 }
 
 // Two rules for the same URLs are refused, whichever way they are written:
-// which one was meant cannot be told.
-func TestParseRulesRefusesTwoRulesForTheSameURLs(t *testing.T) {
+// which one was meant cannot be told. A data directory that kept such
+// rules, from before they were refused, still opens with them.
+func TestDistinctRefusesTwoRulesForTheSameURLs(t *testing.T) {
+	parse := func(specs []string) []Rule {
+		var rules []Rule
+		for _, s := range specs {
+			r, err := ParseRule(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules = append(rules, r)
+		}
+		return rules
+	}
 	for _, specs := range [][]string{
 		{"24h", "12h"},
 		{"example.com=1h", "http://www.example.com=6h"},
 		{"https://example.com/news/=1h", "example.com/news/=2h,1h,3h"},
 	} {
-		if _, err := ParseRules(specs); err == nil || !strings.Contains(err.Error(), "cover the same URLs") {
-			t.Errorf("ParseRules(%q): %v; want them refused", specs, err)
+		if err := Distinct(parse(specs)); err == nil || !strings.Contains(err.Error(), "cover the same URLs") {
+			t.Errorf("Distinct(%q): %v; want them refused", specs, err)
+		}
+		if _, err := ParseRules(specs); err != nil {
+			t.Errorf("ParseRules(%q), as a data directory keeps them: %v", specs, err)
 		}
 	}
-	if _, err := ParseRules([]string{"24h", "example.com=1h", "example.com/news/=10m"}); err != nil {
+	if err := Distinct(parse([]string{"24h", "example.com=1h", "example.com/news/=10m"})); err != nil {
 		t.Errorf("a default and two nested prefixes: %v", err)
 	}
 }
