@@ -47,7 +47,7 @@ func crawlFlags(fs *flag.FlagSet, cfg *crawl.Config) (scope *string, delay *stri
 	fs.Func("revisit", "re-crawl schedule `[URL-PREFIX=]INTERVAL[,MIN,MAX]`, repeatable: URLs under the prefix (every URL without one) are revisited after INTERVAL at first, then adaptively within MIN..MAX (default: 24h,1h,720h; with INTERVAL alone, a 24th of it and 30 times it)", func(v string) error {
 		r, err := recrawl.ParseRule(v)
 		if err == nil {
-			err = recrawl.Distinct(append(rules, r))
+			err = recrawl.Check(append(rules, r))
 		}
 		if err != nil {
 			return err

@@ -308,10 +308,11 @@ func referredTo(ctx context.Context, a Archive, key, uri string, when time.Time,
 // modified revisit c says still stand (RFC 9111 §4.3.4): the first capture
 // along the revisits it names (via, as Resolve returns them) that is not
 // itself a 304, else c's URL's last capture before c with c's payload that
-// is not. The capture holding the payload is not it: it may be of another
-// URL, or an earlier answer of this one with the same bytes (a 404 the
-// page's 200 repeats). ok is false when none is found, and the payload's
-// capture stands.
+// is not (of c's URL itself: other URLs share its key, /Route and /route).
+// The capture holding the payload is not it: it may be of another URL, or
+// an earlier answer of this one with the same bytes (a 404 the page's 200
+// repeats). ok is false when none is found, and the payload's capture
+// stands.
 func Standing(ctx context.Context, a Archive, c index.Capture, via []index.Capture) (st index.Capture, ok bool, err error) {
 	for _, v := range via {
 		if v.Status != http.StatusNotModified {
@@ -322,7 +323,7 @@ func Standing(ctx context.Context, a Archive, c index.Capture, via []index.Captu
 		return index.Capture{}, false, nil
 	}
 	err = a.CapturesBetween(ctx, c.URLKey, time.Time{}, c.Time, true, func(o index.Capture) (bool, error) {
-		if o.Time.Before(c.Time) && o.Digest == c.Digest && o.Status != http.StatusNotModified {
+		if o.Time.Before(c.Time) && o.URL == c.URL && o.Digest == c.Digest && o.Status != http.StatusNotModified {
 			st, ok = o, true
 			return false, nil
 		}

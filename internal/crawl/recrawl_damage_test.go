@@ -209,3 +209,22 @@ func TestRulesChangedByAPlainRunAreAppliedAtTheNextRecrawl(t *testing.T) {
 		t.Errorf("/b keeps an interval of %v, outside the rules' 720h maximum: due %v", e.State.Interval, e.Due)
 	}
 }
+
+// A data directory whose kept --revisit rules --revisit now refuses (two
+// rules for one key, a wildcard) still opens without --revisit, with them.
+func TestKeptRulesThatWouldNowBeRefusedStillOpen(t *testing.T) {
+	for _, kept := range []string{"1h\n2h", "example.com=1h\nwww.example.com=2h", "example.com/=1h\nhttps://example.com/=2h", "*.example.com=1h"} {
+		db, err := OpenDB(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Set([]byte(revisitKey), []byte(kept), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		_, err = settleSchedules(db, recrawl.Rules{})
+		if err != nil {
+			t.Errorf("kept %q: %v", kept, err)
+		}
+		db.Close()
+	}
+}

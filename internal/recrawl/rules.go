@@ -31,11 +31,6 @@ func ParseRule(s string) (Rule, error) {
 		if r.Prefix == "" {
 			return Rule{}, fmt.Errorf("recrawl: rule %q: no URL prefix before '=' (give INTERVAL alone for every URL)", s)
 		}
-		// Prefixes match as SURT keys, in which a wildcard would be
-		// taken for a letter of a host name.
-		if strings.Contains(r.Prefix, "*") {
-			return Rule{}, fmt.Errorf("recrawl: rule %q: a prefix holds no wildcards (a host's rule covers it with and without www., not its other subdomains)", s)
-		}
 		if i := strings.Index(r.Prefix, "://"); i <= 0 || strings.ContainsAny(r.Prefix[:i], "/?#=&") {
 			// Prefixes match as SURT keys, whatever the scheme.
 			r.Prefix = "http://" + r.Prefix
@@ -111,14 +106,20 @@ func NewRules(def schedule.Policy, rules ...Rule) Rules {
 // did not make, which no spec gives.
 func (rs Rules) Specs() (specs []string, ok bool) { return slices.Clone(rs.specs), !rs.unspecified }
 
-// Distinct returns an error naming two of rules that cover the same URLs
-// (two defaults, or prefixes with one key), whose meaning cannot be told:
-// rules being given (--revisit) are checked so. NewRules and ParseRules
-// take such rules as they always have (the last default, the first rule
-// of a key), so that a data directory that kept them still opens.
-func Distinct(rules []Rule) error {
+// Check returns an error for rules being given (--revisit) that would not
+// do what they say: a prefix with a wildcard, which SURT keys take for a
+// letter of a host name (a host's rule covers it with and without www.,
+// not its other subdomains), or two rules for the same URLs (two
+// defaults, or prefixes with one key), whose meaning cannot be told.
+// NewRules and ParseRules take such rules as they always have (the last
+// default, the first rule of a key), so that a data directory that kept
+// them still opens.
+func Check(rules []Rule) error {
 	byKey := map[string]string{}
 	for _, r := range rules {
+		if strings.Contains(r.Prefix, "*") {
+			return fmt.Errorf("recrawl: rule %q: a prefix holds no wildcards (a host's rule covers it with and without www., not its other subdomains)", r.spec)
+		}
 		if other, ok := byKey[r.key]; ok {
 			return fmt.Errorf("recrawl: rules %q and %q cover the same URLs: give one", other, r.spec)
 		}

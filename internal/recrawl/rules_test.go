@@ -66,8 +66,6 @@ func TestParseRuleErrors(t *testing.T) {
 		{"1h,1500ms,2h", "whole seconds"},
 		{"1h,1m,1000000h", "100 years"},
 		{"100000h", "INTERVAL alone sets MAX to 30 times it, more than 100 years"},
-		{"*.example.com=1h", "no wildcards"},
-		{"http://*.example.com/=1h", "no wildcards"},
 		// 30 times this overflows a time.Duration.
 		{"2000000h", "100 years"},
 		{"1h,1m", "INTERVAL,MIN,MAX"},
@@ -225,10 +223,11 @@ func TestRulesString(t *testing.T) {
 	}
 }
 
-// Two rules for the same URLs are refused, whichever way they are written:
-// which one was meant cannot be told. A data directory that kept such
-// rules, from before they were refused, still opens with them.
-func TestDistinctRefusesTwoRulesForTheSameURLs(t *testing.T) {
+// Rules given that would not do what they say are refused: a wildcard, and
+// two rules for the same URLs, whichever way they are written (which one
+// was meant cannot be told). A data directory that kept such rules, from
+// before they were refused, still opens with them.
+func TestCheckRefusesWildcardsAndTwoRulesForTheSameURLs(t *testing.T) {
 	parse := func(specs []string) []Rule {
 		var rules []Rule
 		for _, s := range specs {
@@ -245,14 +244,22 @@ func TestDistinctRefusesTwoRulesForTheSameURLs(t *testing.T) {
 		{"example.com=1h", "http://www.example.com=6h"},
 		{"https://example.com/news/=1h", "example.com/news/=2h,1h,3h"},
 	} {
-		if err := Distinct(parse(specs)); err == nil || !strings.Contains(err.Error(), "cover the same URLs") {
-			t.Errorf("Distinct(%q): %v; want them refused", specs, err)
+		if err := Check(parse(specs)); err == nil || !strings.Contains(err.Error(), "cover the same URLs") {
+			t.Errorf("Check(%q): %v; want them refused", specs, err)
 		}
 		if _, err := ParseRules(specs); err != nil {
 			t.Errorf("ParseRules(%q), as a data directory keeps them: %v", specs, err)
 		}
 	}
-	if err := Distinct(parse([]string{"24h", "example.com=1h", "example.com/news/=10m"})); err != nil {
+	for _, spec := range []string{"*.example.com=1h", "http://*.example.com/=1h"} {
+		if err := Check(parse([]string{spec})); err == nil || !strings.Contains(err.Error(), "no wildcards") {
+			t.Errorf("Check(%q): %v; want it refused", spec, err)
+		}
+		if _, err := ParseRules([]string{spec}); err != nil {
+			t.Errorf("ParseRules(%q), as a data directory keeps it: %v", spec, err)
+		}
+	}
+	if err := Check(parse([]string{"24h", "example.com=1h", "example.com/news/=10m"})); err != nil {
 		t.Errorf("a default and two nested prefixes: %v", err)
 	}
 }

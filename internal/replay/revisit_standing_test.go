@@ -91,3 +91,26 @@ func TestChainNamedByDateIsNotAnotherURLOfTheSecond(t *testing.T) {
 		}
 	}
 }
+
+// A single-page app serves one shell for every route: 200 for a route it
+// knows, 404 for one it does not. SURT keys lowercase paths, so /route and
+// /Route share a key. A 304 of /route (naming /route's own 200, as the
+// crawler names the capture holding the payload) must replay /route's 200,
+// not /Route's 404 captured in between.
+func TestNotModifiedStandsForItsOwnURLNotAnotherOfItsKey(t *testing.T) {
+	const shell = `<!doctype html><html><body><div id="app"></div></body></html>`
+	html := "Content-Type: text/html\r\n"
+	a := newTestArchive(t, []fixture{
+		{url: "http://spa.example/route", at: "20240101000000",
+			header: html + "ETag: \"e1\"\r\n", body: shell},
+		{url: "http://spa.example/Route", at: "20240102000000", status: http.StatusNotFound,
+			header: html, body: shell},
+		{url: "http://spa.example/route", at: "20240103000000", revisit: true, notModified: true,
+			refersTo: "http://spa.example/route 20240101000000",
+			header:   "ETag: \"e1\"\r\n", body: shell},
+	})
+	resp, _ := get(t, a.content.URL+"/web/20240103000000id_/http://spa.example/route")
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("304 of /route replays %d (another URL's capture), want 200", resp.StatusCode)
+	}
+}

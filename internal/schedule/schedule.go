@@ -240,8 +240,12 @@ func (p Policy) target() float64 {
 }
 
 // Jitter is the package's Jitter kept within p's bounds: an interval at
-// MIN or MAX is not moved past it, for good, for a tenth of the URLs.
+// MIN or MAX is not moved past it, for good, for a tenth of the URLs. A
+// policy without a maximum (not validated) bounds nothing.
 func (p Policy) Jitter(url string, d time.Duration) time.Duration {
+	if p.Max <= 0 {
+		return Jitter(url, d)
+	}
 	return min(max(Jitter(url, d), p.Min), max(p.Max, p.Min))
 }
 

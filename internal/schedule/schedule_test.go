@@ -363,3 +363,13 @@ func TestPolicyJitterStaysWithinBounds(t *testing.T) {
 		t.Errorf("only %d of 1000 URLs moved off the default interval: no jitter", moved)
 	}
 }
+
+// A policy made in code without a maximum (never validated) bounds no
+// jitter: its URLs fall due about an interval on, not at once.
+func TestPolicyJitterWithoutMaximum(t *testing.T) {
+	for _, p := range []Policy{{}, {Default: time.Hour}, {Default: time.Hour, Min: time.Minute}} {
+		if got, want := p.Jitter("http://x.test/", time.Hour), Jitter("http://x.test/", time.Hour); got != want {
+			t.Errorf("%+v.Jitter(1h) = %v; want %v", p, got, want)
+		}
+	}
+}

@@ -295,7 +295,7 @@ func TestPagesListA200RevisitOfA404sBytes(t *testing.T) {
 // An export of a 304 takes along the capture whose status and headers it
 // says still stand, besides the one holding its payload: a page first
 // archived as a 404 with the same bytes replays, once imported elsewhere,
-// as the 200 it was, not as that 404.
+// as the 200 it was, not as that 404, and pages.jsonl lists it.
 func TestExportOfANotModifiedTakesWhatStands(t *testing.T) {
 	const url = "http://spa.example/route"
 	day := func(i int) time.Time { return time.Date(2024, 1, i, 0, 0, 0, 0, time.UTC) }
@@ -313,6 +313,10 @@ func TestExportOfANotModifiedTakesWhatStands(t *testing.T) {
 	path, s := export(t, data, wacz.Selection{From: day(3)})
 	if s.Captures != 1 || s.Originals != 2 {
 		t.Errorf("export of the 304: %+v; want it, the 404 holding its bytes and the 200 that stands", s)
+	}
+	// Listed as a page, judged by the 200 that stands, not by the 404.
+	if pages := pagesOf(t, path); len(pages) != 1 {
+		t.Errorf("pages %v; want the 304 of 3 January", pages)
 	}
 	a := importedArchive(t, path)
 	var last index.Capture

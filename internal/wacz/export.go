@@ -451,19 +451,22 @@ func isPage(c index.Capture) bool {
 // revisitsPage reports whether a revisit whose payload is in original
 // replays as a page: one answered 200 with an HTML document, its own
 // status and type (the bytes may first have been archived as a 404, or
-// under another URL), or a 304 or a revisit with no HTTP head at all,
-// which replay as their original, when that is a page. Such a 304 need not
-// name a media type (other tools' do not), nor can a revisit without a
+// under another URL); a 304, when what it says still stands (standing,
+// else original: archive.Standing) is one; a revisit with no HTTP head at
+// all, which replays as its original, when that is a page. Such a 304 need
+// not name a media type (other tools' do not), nor can a revisit without a
 // head.
-func revisitsPage(c, original index.Capture) bool {
-	if c.Type != warc.TypeRevisit {
+func revisitsPage(c, original, standing index.Capture) bool {
+	if c.Type != warc.TypeRevisit || c.MIME != "" && !isHTML(c.MIME) {
 		return false
 	}
-	switch c.Status {
-	case 200:
-		return isHTML(c.MIME) && isHTML(original.MIME)
-	case 304, 0:
-		return (c.MIME == "" || isHTML(c.MIME)) && isPage(original)
+	switch {
+	case c.Status == 200:
+		return c.MIME != "" && isHTML(original.MIME)
+	case c.Status == 304 && standing.URLKey != "":
+		return standing.Status == 200 && isHTML(standing.MIME) && isHTML(original.MIME)
+	case c.Status == 304 || c.Status == 0:
+		return isPage(original)
 	}
 	return false
 }

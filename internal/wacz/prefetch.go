@@ -170,7 +170,7 @@ func (e *exporter) read(ctx context.Context, f *fetched) {
 	case f.c.Type == warc.TypeRevisit:
 		e.resolve(ctx, f, h)
 		switch {
-		case f.originalErr == nil && revisitsPage(f.c, f.original):
+		case f.originalErr == nil && revisitsPage(f.c, f.original, f.standing):
 			f.page, f.title = true, e.titles.of(ctx, e.src.Archive, f.original)
 		case f.originalErr != nil && !errors.Is(f.originalErr, archive.ErrNoOriginal):
 			// Not looked up (its node away): a page if it says so itself.
