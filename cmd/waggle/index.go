@@ -75,6 +75,9 @@ func runIndexVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		damaged = append(damaged, c)
 		_, werr := fmt.Fprintf(stdout, "damaged: %s %s %s:%d: %v\n", c.URL, c.Timestamp14(), c.Segment, c.Offset, err)
 		return werr
+	}, func(c index.Capture, err error) error {
+		_, werr := fmt.Fprintf(stdout, "no payload: %s %s %s:%d: %v\n", c.URL, c.Timestamp14(), c.Segment, c.Offset, err)
+		return werr
 	})
 	// The next re-crawl fetches their pages whole, and stores their
 	// payloads again when met, rather than pointing at bytes that cannot
@@ -83,18 +86,8 @@ func runIndexVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		err = ferr
 	}
 	elapsed := time.Since(start)
-	fmt.Fprintf(stderr, "%d captures checked, %s of blocks, %d damaged, in %s (%.1f MiB/s)\n",
-		st.Captures, humanBytes(st.Bytes), st.Damaged, elapsed.Round(time.Millisecond), float64(st.Bytes)/(1<<20)/max(elapsed.Seconds(), 1e-9))
-	if err != nil {
-		return err
-	}
-	// Then every revisit is followed to its payload, as replay would.
-	var unresolved int64
-	revisits, err := local.Unresolved(ctx, func(c index.Capture, err error) error {
-		unresolved++
-		_, werr := fmt.Fprintf(stdout, "no payload: %s %s %s:%d: %v\n", c.URL, c.Timestamp14(), c.Segment, c.Offset, err)
-		return werr
-	})
+	fmt.Fprintf(stderr, "%d captures checked, %s of blocks, %d damaged, in %s (%.1f MiB/s); %d revisits followed, %d lead to no payload here\n",
+		st.Captures, humanBytes(st.Bytes), st.Damaged, elapsed.Round(time.Millisecond), float64(st.Bytes)/(1<<20)/max(elapsed.Seconds(), 1e-9), st.Revisits, st.Unresolved)
 	if err != nil {
 		return err
 	}
@@ -102,14 +95,13 @@ func runIndexVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "%d revisits followed, %d lead to no payload here\n", revisits, unresolved)
 	switch {
 	case st.Damaged > 0:
 		return fmt.Errorf("%d of %d captures are damaged: restore their segments from a backup (a node of a network with replicas gets them back from the others when it reads them); meanwhile the next re-crawl fetches their pages whole", st.Damaged, st.Captures)
-	case unresolved > 0 && networked:
-		fmt.Fprintf(stderr, "this node has been part of a network: the payloads of those %d revisits may be on other nodes, which this check does not ask\n", unresolved)
-	case unresolved > 0:
-		return fmt.Errorf("%d of %d revisits lead to no payload in this archive and cannot be replayed: import the WARC files that hold the captures they name", unresolved, revisits)
+	case st.Unresolved > 0 && networked:
+		fmt.Fprintf(stderr, "this node has been part of a network: the payloads of those %d revisits may be on other nodes, which this check does not ask\n", st.Unresolved)
+	case st.Unresolved > 0:
+		return fmt.Errorf("%d of %d revisits lead to no payload in this archive and cannot be replayed: import the WARC files that hold the captures they name", st.Unresolved, st.Revisits)
 	}
 	return nil
 }

@@ -38,12 +38,11 @@ var ErrChainRecord = errors.New("archive: a revisit the chain passes through can
 // WARC-Refers-To-Date when h names them — which may sit on any node, as
 // the network's content-seen test names captures wherever they are — else
 // the first capture of c's payload digest on c's node. A revisit named
-// instead is followed to the capture it names in turn (see
-// Chains.Resolve). The error wraps ErrNoOriginal when no capture holding
-// the payload is found.
-func Original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (index.Capture, error) {
-	o, _, err := (*Chains)(nil).Resolve(ctx, a, c, h)
-	return o, err
+// instead is followed to the capture it names in turn, and returned in via
+// with those after it (see Chains.Resolve). The error wraps ErrNoOriginal
+// when no capture holding the payload is found.
+func Original(ctx context.Context, a Archive, c index.Capture, h warc.Header) (orig index.Capture, via []index.Capture, err error) {
+	return (*Chains)(nil).Resolve(ctx, a, c, h)
 }
 
 // Chains remembers where the revisits of chains resolved, for a caller that

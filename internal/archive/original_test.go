@@ -114,7 +114,7 @@ func TestRevisitLoopIsToldFromAMissingOriginal(t *testing.T) {
 	}
 	for i := 1; i <= 2; i++ {
 		c := a.caps[at(i).Unix()]
-		_, err := Original(context.Background(), a, c, a.recs[at(i).Unix()].Header)
+		_, _, err := Original(context.Background(), a, c, a.recs[at(i).Unix()].Header)
 		if !errors.Is(err, ErrRevisitLoop) || !errors.Is(err, ErrNoOriginal) {
 			t.Errorf("revisit %d of a loop: %v; want ErrRevisitLoop, an ErrNoOriginal", i, err)
 		}
@@ -122,7 +122,7 @@ func TestRevisitLoopIsToldFromAMissingOriginal(t *testing.T) {
 
 	self := index.Capture{URLKey: "example,mine)/", URL: "http://mine.example/", Time: at(0), Type: warc.TypeRevisit, Digest: "sha1:AAAA"}
 	rv := warc.NewRevisit(self.URL, self.Time, warc.ProfileIdenticalPayload, nil, self.Digest, warc.RefersTo{})
-	_, err := Original(context.Background(), &awayArchive{own: self}, self, rv.Header)
+	_, _, err := Original(context.Background(), &awayArchive{own: self}, self, rv.Header)
 	if !errors.Is(err, ErrNoOriginal) || errors.Is(err, ErrRevisitLoop) {
 		t.Errorf("a revisit that is the first capture of its digest: %v; want ErrNoOriginal, no loop", err)
 	}
@@ -154,12 +154,12 @@ func TestOriginalOnTheRevisitsNodeWhenTheOneNamedIsAway(t *testing.T) {
 		warc.RefersTo{ID: "<urn:uuid:00000000-0000-0000-0000-000000000001>", URI: "http://other.example/lib.js", Date: at})
 	c := index.Capture{URLKey: "example,mine)/lib.js", URL: "http://mine.example/lib.js", Time: at.Add(time.Hour), Type: warc.TypeRevisit, Digest: digest}
 	a := &awayArchive{own: index.Capture{URLKey: "example,mine)/copy.js", URL: "http://mine.example/copy.js", Time: at.Add(2 * time.Hour), Type: warc.TypeResponse, Digest: digest}}
-	o, err := Original(context.Background(), a, c, rv.Header)
+	o, _, err := Original(context.Background(), a, c, rv.Header)
 	if err != nil || o != a.own {
 		t.Fatalf("Original = %v, %v; want the capture of the same payload on the revisit's node, %v", o.URL, err, a.own.URL)
 	}
 	a.own.Type = warc.TypeRevisit // the revisit's node holds only a pointer
-	if _, err := Original(context.Background(), a, c, rv.Header); !errors.Is(err, ErrUnavailable) {
+	if _, _, err := Original(context.Background(), a, c, rv.Header); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Original with no payload on the revisit's node: %v, want ErrUnavailable", err)
 	}
 }

@@ -71,7 +71,7 @@ func TestVerifyFindsDamagedGzipTrailer(t *testing.T) {
 	if _, _, err := l.Member(context.Background(), first); err == nil {
 		t.Fatal("Member reads the damaged record")
 	}
-	st, err := l.Verify(context.Background(), func(index.Capture, error) error { return nil })
+	st, err := l.Verify(context.Background(), func(index.Capture, error) error { return nil }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestVerifyFindsSegmentCutInTrailer(t *testing.T) {
 	if err := os.Truncate(path, fi.Size()-4); err != nil {
 		t.Fatal(err)
 	}
-	st, err := l.Verify(context.Background(), func(index.Capture, error) error { return nil })
+	st, err := l.Verify(context.Background(), func(index.Capture, error) error { return nil }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1121,7 +1121,7 @@ func TestImportResolvesChainsOfRevisits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o, err := archive.Original(context.Background(), a, cp, rec.Header)
+			o, _, err := archive.Original(context.Background(), a, cp, rec.Header)
 			if err != nil || o.RecordID != orig.ID() {
 				t.Errorf("%s: the revisit at %s resolves to %s (%v), want the response %s", c.name, cp.Timestamp14(), o.RecordID, err, orig.ID())
 			}

@@ -516,9 +516,6 @@ func (c *Crawler) HandOverUncaptured(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("crawl: hand over URLs that left no capture: %w", err)
 	}
-	if len(keys) > 0 && !c.Running() {
-		return len(keys), ErrNotRunning
-	}
 	total := 0
 	for batch := range slices.Chunk(keys, recrawlBatch) {
 		err := c.Update(ctx, func(b *pebble.Batch) error {
@@ -564,30 +561,38 @@ func notOwnedRecheck(interval time.Duration) time.Duration {
 
 // validators returns the ETag and Last-Modified that make the first
 // revisit of an imported capture cp conditional: those of its own HTTP
-// headers (a revisit's may hold them), or else of orig, the response that
-// holds its payload, when that is of the same URL and whole. A record
-// that cannot be read gives none: the revisit then fetches in full.
+// headers (a revisit's may hold them), or else of orig, the capture that
+// holds its payload, when that is of the same URL. Only a whole payload
+// may be kept by a 304: none when orig's record is cut short (a revisit's
+// own WARC-Truncated is of the payload it leaves out), or cannot be read.
 func (c *Crawler) validators(cp, orig index.Capture) (etag, lastModified string) {
-	candidates := []index.Capture{cp, orig}
-	if orig.RecordID == cp.RecordID {
-		candidates = candidates[:1] // a response: its own record, read once
+	fits := func(r index.Capture) bool {
+		return recrawl.Key(r.URL) == recrawl.Key(cp.URL) && r.Status >= 200 && (r.Status < 300 || r.Status == http.StatusNotModified)
 	}
-	if cp.Type == warc.TypeRevisit && orig.RecordID != cp.RecordID && !c.holdsWhole(orig) {
-		return "", "" // a revisit of a payload cut short
+	own := orig.RecordID != cp.RecordID // cp is a revisit whose payload orig holds
+	if !own && !fits(cp) {
+		return "", ""
 	}
-	for _, r := range candidates {
-		if recrawl.Key(r.URL) != recrawl.Key(cp.URL) || r.Status < 200 || (r.Status >= 300 && r.Status != http.StatusNotModified) {
-			continue
-		}
-		wh, h, err := warc.HTTPHeaderAt(c.warcDir, warc.Location{Segment: r.Segment, Offset: r.Offset, Length: r.Length})
-		if err != nil || wh.Get("WARC-Truncated") != "" && r.Type != warc.TypeRevisit {
-			continue // only a whole capture may be kept by a 304 (a revisit's own truncation is its omitted payload's)
-		}
-		if etag, lastModified = validator(h.Get("ETag")), validator(h.Get("Last-Modified")); etag != "" || lastModified != "" {
-			return etag, lastModified
+	wh, oh, err := c.httpHead(orig)
+	if err != nil || wh.Get("WARC-Truncated") != "" && orig.Type != warc.TypeRevisit {
+		return "", ""
+	}
+	if own && fits(cp) {
+		if _, h, err := c.httpHead(cp); err == nil {
+			if etag, lastModified = validator(h.Get("ETag")), validator(h.Get("Last-Modified")); etag != "" || lastModified != "" {
+				return etag, lastModified
+			}
 		}
 	}
-	return "", ""
+	if !fits(orig) {
+		return "", ""
+	}
+	return validator(oh.Get("ETag")), validator(oh.Get("Last-Modified"))
+}
+
+// httpHead reads the WARC header and HTTP header of capture r's record.
+func (c *Crawler) httpHead(r index.Capture) (warc.Header, http.Header, error) {
+	return warc.HTTPHeaderAt(c.warcDir, warc.Location{Segment: r.Segment, Offset: r.Offset, Length: r.Length})
 }
 
 // holdsWhole reports whether this node's record of capture orig, which
@@ -595,7 +600,7 @@ func (c *Crawler) validators(cp, orig index.Capture) (etag, lastModified string)
 // cut short may not stand for the page at a conditional request, as a 304
 // would keep the cut copy for good. A record that cannot be read does not.
 func (c *Crawler) holdsWhole(orig index.Capture) bool {
-	wh, _, err := warc.HTTPHeaderAt(c.warcDir, warc.Location{Segment: orig.Segment, Offset: orig.Offset, Length: orig.Length})
+	wh, _, err := c.httpHead(orig)
 	return err == nil && wh.Get("WARC-Truncated") == ""
 }
 

@@ -1637,7 +1637,7 @@ func TestDamagedCaptureIsFetchedWholeAgain(t *testing.T) {
 	if _, err := archive.NewLocal(index.New(db), filepath.Join(cfg.Data, "warc")).Verify(context.Background(), func(c index.Capture, _ error) error {
 		damaged = append(damaged, c)
 		return nil
-	}); err != nil {
+	}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(damaged) != 1 || damaged[0].RecordID != first.RecordID {

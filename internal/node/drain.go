@@ -38,9 +38,10 @@ func (n *Node) ownerWhileDraining(site string) string {
 // capture it holds is pushed to the nodes that hold its site once this
 // node is gone (those that do not hold it already), and Leave waits until
 // they have acknowledged every one; its content-seen registry goes to the
-// digests' next owners; then the node leaves the membership,
-// hands the URLs in its frontier and outbox, and those whose visits left
-// no capture, to their new owners, and stops. It returns when the hand-over is complete, or ctx's error.
+// digests' next owners; then the node leaves the membership, hands the
+// URLs in its frontier and outbox, and those whose visits left no capture,
+// to their new owners, and stops. It returns when the hand-over is
+// complete, or ctx's error.
 func (n *Node) Leave(ctx context.Context) error {
 	if n.members == nil {
 		return errors.New("node: a single node has no network to leave")

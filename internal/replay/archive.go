@@ -158,7 +158,7 @@ func (s *Server) loadDepth(ctx context.Context, c index.Capture, depth int) (*re
 func (s *Server) loadRevisit(ctx context.Context, c index.Capture, rec *warc.Record) (*response, error) {
 	// A missing original (archive.ErrNoOriginal) is not damage: on a
 	// network its only copy may be on a node that is away.
-	orig, via, err := (*archive.Chains)(nil).Resolve(ctx, s.arc, c, rec.Header)
+	orig, via, err := archive.Original(ctx, s.arc, c, rec.Header)
 	if err != nil {
 		if errors.Is(err, archive.ErrChainRecord) && !unreachable(err) {
 			return nil, fmt.Errorf("%w: %w", errCorrupt, err)

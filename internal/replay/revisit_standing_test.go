@@ -2,7 +2,6 @@ package replay
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 )
 
@@ -53,17 +52,6 @@ func TestNotModifiedStandsForTheCaptureItNames(t *testing.T) {
 		if got := resp.Header.Get(k); got != want {
 			t.Errorf("%s %q, want %q", k, got, want)
 		}
-	}
-}
-
-// The capture list shows a 304 revisit with its original's type, not the
-// wrong Content-Type the server sent with the 304, which replay ignores.
-func TestCaptureListShowsNotModifiedWithTheOriginalsType(t *testing.T) {
-	a := revisitArchive(t)
-	_, body := get(t, a.ui.URL+"/web/*/http://news.example/")
-	if !strings.Contains(body, "<td>304</td><td>text/html</td>") || strings.Contains(body, "text/plain") {
-		i := strings.Index(body, "text/plain")
-		t.Errorf("calendar lists the 304 revisit as text/plain: …%s…", body[max(0, i-300):i+20])
 	}
 }
 

@@ -138,7 +138,7 @@ func TestExportTakesRevisitChains(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the revisit of %s in the imported WACZ: %v", month(i).Format("2006-01"), err)
 		}
-		o, err := archive.Original(context.Background(), a, c, rec.Header)
+		o, _, err := archive.Original(context.Background(), a, c, rec.Header)
 		if err != nil || !o.Time.Equal(month(0)) || o.Type != warc.TypeResponse || o.Status != http.StatusOK {
 			t.Errorf("the revisit of %s in the imported WACZ resolves to %+v, %v; want the response of %s", month(i).Format("2006-01"), o, err, month(0).Format("2006-01"))
 		}
@@ -214,11 +214,15 @@ func TestRevisitFallsBackToItsDigestPastABrokenChain(t *testing.T) {
 	}
 	defer db.Close()
 	var none []string
-	if _, err := archive.NewLocal(index.New(db), filepath.Join(data, "warc")).Unresolved(context.Background(), func(c index.Capture, err error) error {
+	st, err := archive.NewLocal(index.New(db), filepath.Join(data, "warc")).Verify(context.Background(), func(c index.Capture, err error) error {
+		t.Errorf("%s %s damaged: %v", c.URL, c.Timestamp14(), err)
+		return nil
+	}, func(c index.Capture, err error) error {
 		none = append(none, c.Timestamp14())
 		return nil
-	}); err != nil {
-		t.Fatal(err)
+	})
+	if err != nil || st.Revisits != 2 {
+		t.Fatalf("%d revisits followed (%v); want 2", st.Revisits, err)
 	}
 	if len(none) != 1 || none[0] != "20240103000000" {
 		t.Errorf("revisits leading to no payload: %v; want the one of 3 January alone", none)
@@ -258,7 +262,7 @@ func TestRevisitNamedToTheSecondIsItsURLsCapture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, err := archive.Original(context.Background(), l, c, rec.Header)
+		o, _, err := archive.Original(context.Background(), l, c, rec.Header)
 		if err != nil || o.URL != "https://site.example/" || o.Status != 200 || c.Digest != page.Header.Get("WARC-Payload-Digest") {
 			t.Errorf("the 304 of https://site.example/ (indexed with digest %s) resolves to %s (status %d), %v; want the page", c.Digest, o.URL, o.Status, err)
 		}
