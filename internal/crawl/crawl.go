@@ -372,7 +372,13 @@ func (c *Crawler) Index() *index.Index { return index.New(c.db) }
 func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 	c.stats.start.Store(time.Now().UnixNano())
 	fetchCtx, stopFetching := context.WithCancel(ctx)
-	defer stopFetching()
+	// A continuous crawl queues URLs as they fall due (pumpDue) until Run
+	// returns, and not after: the caller may close the database then.
+	var pumping sync.WaitGroup
+	defer func() {
+		stopFetching()
+		pumping.Wait()
+	}()
 
 	commitErr := make(chan error, 1)
 	go func() { commitErr <- c.commitLoop() }()
@@ -381,6 +387,13 @@ func (c *Crawler) Run(ctx context.Context) (Stats, error) {
 	// would otherwise find the frontier empty and stop.
 	if c.cfg.Recrawl || c.cfg.RecrawlAll {
 		c.queueRevisits(fetchCtx)
+		if c.cfg.Continuous {
+			pumping.Add(1)
+			go func() {
+				defer pumping.Done()
+				c.pumpDue(fetchCtx)
+			}()
+		}
 		if seeds := c.seedsAfterRevisits; len(seeds) > 0 {
 			c.seedsAfterRevisits = nil
 			if err := c.Update(fetchCtx, func(b *pebble.Batch) error {
@@ -547,8 +560,7 @@ func (c *Crawler) settleEntries(ctx context.Context) {
 }
 
 // queueRevisits queues the URLs due for a visit (all of them with
-// RecrawlAll) and, in a continuous crawl, starts queueing URLs as they
-// fall due.
+// RecrawlAll).
 func (c *Crawler) queueRevisits(ctx context.Context) {
 	c.settleEntries(ctx)
 	if n, err := c.applyRules(ctx); err != nil {
@@ -575,9 +587,6 @@ func (c *Crawler) queueRevisits(ctx context.Context) {
 				c.cfg.Logger.Warn("re-crawl: cannot record that every URL is queued", "err", err)
 			}
 		}
-	}
-	if c.cfg.Continuous {
-		go c.pumpDue(ctx)
 	}
 }
 
